@@ -1,0 +1,73 @@
+"""`kernel-agent`: one console script, subcommands `tasks`, `eval`, `optimize`, `bench`, `sft`, `train`.
+
+A thin layer: each subcommand lives in `cli/<name>_cmd.py` with `add_parser(subparsers)` and `run(args)`,
+imported only when chosen so that `kernel-agent tasks list` does not pay for transformers or trl.
+Bad arguments exit 2 with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS = {
+    "tasks": "cli.tasks_cmd",
+    "eval": "cli.eval_cmd",
+    "optimize": "cli.optimize_cmd",
+    "bench": "cli.bench_cmd",
+    "sft": "cli.sft_cmd",
+    "train": "cli.train_cmd",
+}
+
+
+class UsageError(Exception):
+    """Raised by a subcommand for bad arguments; printed as one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints the whole usage otherwise)
+        sys.stderr.write(f"kernel-agent: error: {message}\n")
+        raise SystemExit(2)
+
+
+def _available() -> dict[str, object]:
+    mods = {}
+    for name, modname in SUBCOMMANDS.items():
+        try:
+            mods[name] = importlib.import_module(modname)
+        except ModuleNotFoundError as e:
+            if e.name != modname:  # the module exists but something it imports is missing: say so
+                raise
+    return mods
+
+
+def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict[str, object]]:
+    parser = _Parser(prog="kernel-agent", description="Train, run and benchmark an agent that writes fast, correct kernels.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    chosen = argv[0] if argv and not argv[0].startswith("-") else None
+    if chosen in SUBCOMMANDS:
+        mods = {chosen: importlib.import_module(SUBCOMMANDS[chosen])}
+    else:
+        mods = _available()
+    for mod in mods.values():
+        mod.add_parser(sub)
+    return parser, mods
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser, mods = build_parser(argv)
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    try:
+        return int(mods[args.command].run(args) or 0)
+    except UsageError as e:
+        sys.stderr.write(f"kernel-agent {args.command}: error: {e}\n")
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,58 @@
+"""`EvalConfig`: every setting of one evaluation, each documented (defaults follow DESIGN.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Settings for `kernelbench.evaluate`."""
+
+    device: str = "cpu"
+    """`cpu` (C++ kernels via load_inline) or `cuda` (CUDA kernels, CUDA-event timing, NVML)."""
+    size: str = "cpu"
+    """Task size to build inputs at: `cpu` (small, for CPUs and tests) or `gpu` (1-15 ms on an H100-class GPU)."""
+    op_policy: str = ""
+    """`strict` (no PyTorch compute op in forward), `partial` (allowed beside custom kernels that run),
+    or empty to use the task's own policy."""
+    correctness_trials: int = 5
+    """Trials with fresh `get_inputs()` draws (KernelBench's scripts use 5)."""
+    extra_distribution_trials: int = 2
+    """Additional trials with the same shapes but other distributions (signed, scaled) so a kernel
+    cannot lean on `torch.rand`'s non-negative values."""
+    atol: dict[str, float] = field(default_factory=lambda: {"float32": 1e-4, "float64": 1e-7,
+                                                            "float16": 1e-2, "bfloat16": 1e-2})
+    """Absolute tolerance by dtype (KernelBench HEAD: 1e-4 fp32, 1e-2 fp16/bf16)."""
+    rtol: dict[str, float] = field(default_factory=lambda: {"float32": 1e-4, "float64": 1e-7,
+                                                            "float16": 1e-2, "bfloat16": 1e-2})
+    """Relative tolerance by dtype."""
+    warmup_trials: int = 3
+    """Untimed calls before timing (KernelBench: 3)."""
+    timing_trials: int = 100
+    """Timed calls; the median is reported (KernelBench: 100)."""
+    timing_input_sets: int = 4
+    """Distinct input sets rotated through timing, so a cache of results keyed by input cannot win."""
+    time_compile_baseline: bool = False
+    """Also time `torch.compile(Model)` as a second baseline (slow to compile; on for benchmarks)."""
+    suspicious_speedup: float = 10.0
+    """Speedups above this are re-verified and flagged `suspicious_speedup`."""
+    compile_timeout_s: float = 300.0
+    """Wall-clock limit of the compile stage (CUDA load_inline takes 30-90 s cold)."""
+    run_timeout_s: float = 120.0
+    """Wall-clock limit of the run stage (correctness + timing)."""
+    memory_limit_mb: int = 8192
+    """Address-space limit of the run child on CPU (not applied on CUDA, whose driver maps huge ranges)."""
+    max_processes: int = 256
+    """RLIMIT_NPROC of the sandboxed user (fork bombs stop here)."""
+    max_file_mb: int = 512
+    """RLIMIT_FSIZE: largest file the candidate may write."""
+    require_sandbox: bool = False
+    """Refuse to run without bubblewrap instead of falling back to a plain child with rlimits."""
+    build_cache_dir: str = ""
+    """Where compiled extensions are cached by source hash; empty: `$KERNEL_AGENT_CACHE` or `~/.cache/kernel-agent/builds`."""
+    static_checks: bool = True
+    """Run the static policy checks before compiling. Off only in tests that prove the sandbox and the
+    dynamic checks hold by themselves."""
+    threads: int = 1
+    """torch intra-op threads for reference and candidate on CPU (equal, so timing is fair)."""

@@ -1,0 +1,1 @@
+"""Pure reward functions: EvalResult -> per-kernel score, per-turn returns, group advantages."""

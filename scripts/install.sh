@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs what kernel-agent needs on a fresh Debian machine: bubblewrap (the harness's sandbox),
+# the project with its pinned dependencies, and the dev tools. Safe to run again.
+#   bash scripts/install.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if ! command -v bwrap >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+  else
+    echo "install.sh: bubblewrap missing and cannot be installed here; the harness will fall back to rlimits" >&2
+  fi
+fi
+python3 -m pip install -q --disable-pip-version-check -e '.[dev]'

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Installs the project and runs the CPU test suite (the README's test command; .ci/run calls it).
+#   bash scripts/run_tests.sh [pytest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install.sh
+exec python3 -m pytest -q -p no:cacheprovider "$@"
