@@ -1,0 +1,133 @@
+"""`kernel-agent tasks list|show`: what tasks an origin holds, their splits, and one task's source and inputs.
+
+    kernel-agent tasks list [--source builtin|kernelbench:PATH|hf:NAME] [--split train|heldout|extra|all]
+                            [--level N] [--json]
+    kernel-agent tasks show ID [--size cpu|gpu] [--source ...]
+
+`list` never executes a problem (files are read with `ast`; a malformed one is listed with its issue).
+`show` executes the one problem to report its input shapes; a malformed file exits 2 with the error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from cli.main import UsageError
+from kernelbench.catalog import OriginError, find_task, inspect_source, load_tasks
+from kernelbench.splits import CHOICES, split_of
+from kernelbench.task import Task, TaskFormatError
+
+SHOW_SEED = 0
+"""Seed for the `get_inputs()` draw that `tasks show` reports (shapes do not depend on it)."""
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("tasks", help="list tasks and their splits, or show one task")
+    actions = parser.add_subparsers(dest="tasks_action", metavar="ACTION", required=True)
+
+    lst = actions.add_parser("list", help="list the tasks of one origin")
+    lst.add_argument("--source", default="builtin", help="builtin (default), kernelbench:PATH or hf:NAME")
+    lst.add_argument("--split", default="all", choices=CHOICES, help="which split to list (default all)")
+    lst.add_argument("--level", type=int, choices=(1, 2, 3, 4), help="only this level")
+    lst.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
+
+    show = actions.add_parser("show", help="print one task's source and input shapes")
+    show.add_argument("id", help="task id, e.g. L1/03_gelu, kb:L1/19_ReLU, hf:L2/12_Gemm_Multiply_LeakyReLU")
+    show.add_argument("--size", default="cpu", choices=("cpu", "gpu"), help="input size to report (default cpu)")
+    show.add_argument("--source", default=None, help="origin to look the id up in (default: from the id's prefix)")
+
+
+def task_record(task: Task) -> dict[str, Any]:
+    """The JSON object `tasks list --json` prints for one task."""
+    return {
+        "id": task.id, "level": task.level, "name": task.name, "split": split_of(task),
+        "origin": task.origin, "op_policy": task.op_policy, "needs_weights": task.needs_weights,
+        "path": task.path, "issue": inspect_source(task.source).issue,
+    }
+
+
+def _list(args: argparse.Namespace) -> int:
+    try:
+        tasks = load_tasks(args.source)
+    except OriginError as e:
+        raise UsageError(str(e)) from None
+    records = [task_record(t) for t in tasks]
+    records = [r for r in records if (args.split == "all" or r["split"] == args.split)
+               and (args.level is None or r["level"] == args.level)]
+    if args.json:
+        print(json.dumps(records, indent=1))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{args.source}: {len(records)} tasks (split {args.split})")
+    for column in ("id", "level", "split", "policy", "weights"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("issue", overflow="fold", min_width=5)
+    for r in records:
+        table.add_row(r["id"], str(r["level"]), r["split"], r["op_policy"],
+                      "needs" if r["needs_weights"] else "", r["issue"])
+    Console().print(table)
+    return 0
+
+
+def describe(value: Any) -> str:
+    """One line for an input: dtype and shape for a tensor, the value for anything else."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return f"tensor {str(value.dtype).removeprefix('torch.')} {tuple(value.shape)}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(describe(v) for v in value) + "]"
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def draw_inputs(problem: Any) -> tuple[list[Any], list[Any]]:
+    """(inputs, init inputs) under a fixed seed. Tensors are first built on the meta device (shapes
+    without memory: a gpu-size input can be gigabytes); a problem that reads tensor values while
+    building its inputs falls back to a real draw."""
+    import torch
+
+    torch.manual_seed(SHOW_SEED)
+    init_inputs = list(problem.get_init_inputs())
+    try:
+        with torch.device("meta"):
+            return list(problem.get_inputs()), init_inputs
+    except Exception:
+        torch.manual_seed(SHOW_SEED)
+        return list(problem.get_inputs()), init_inputs
+
+
+def _show(args: argparse.Namespace) -> int:
+    from kernelbench.problem import load_problem
+
+    try:
+        task = find_task(args.id, args.source)
+    except OriginError as e:
+        raise UsageError(str(e)) from None
+    print(f"# {task.id}  level {task.level}  split {split_of(task)}  op_policy {task.op_policy}"
+          f"{'  needs_weights' if task.needs_weights else ''}")
+    print(f"# origin {task.origin}" + (f"  path {task.path}" if task.path else ""))
+    print(task.source.rstrip("\n"))
+    print()
+    try:
+        problem = load_problem(task, size=args.size)
+        inputs, init_inputs = draw_inputs(problem)
+    except TaskFormatError as e:
+        raise UsageError(str(e)) from None
+    except Exception as e:  # get_inputs itself failing is a malformed problem too
+        raise UsageError(f"{task.path or task.id}: drawing inputs failed: {type(e).__name__}: {e}") from None
+    print(f"# inputs at size {args.size} (seed {SHOW_SEED}):")
+    for i, value in enumerate(inputs):
+        print(f"#   [{i}] {describe(value)}")
+    print(f"# init inputs: {describe(init_inputs)}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.tasks_action == "list":
+        return _list(args)
+    return _show(args)

@@ -1,0 +1,29 @@
+"""SiLU (swish), x * sigmoid(x), applied elementwise."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """Applies x * sigmoid(x)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.silu(x)
+
+
+batch_size = 16384  # gpu size: 512M floats, 2 GiB in and 2 GiB out (~1.4 ms at ~3 TB/s)
+dim = 32768
+
+# cpu size: the loader overrides the constants above with these for CPU runs (a few ms on one core).
+CPU_SIZE = {"batch_size": 1024, "dim": 4096}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []

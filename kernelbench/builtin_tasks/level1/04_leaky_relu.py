@@ -1,0 +1,31 @@
+"""Leaky ReLU with a configurable negative slope, applied elementwise."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """Applies x if x >= 0 else negative_slope * x."""
+
+    def __init__(self, negative_slope: float):
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.leaky_relu(x, negative_slope=self.negative_slope)
+
+
+batch_size = 16384  # gpu size: 512M floats, 2 GiB in and 2 GiB out (~1.4 ms at ~3 TB/s)
+dim = 32768
+negative_slope = 0.01
+
+# cpu size: the loader overrides the constants above with these for CPU runs (a few ms on one core).
+CPU_SIZE = {"batch_size": 1024, "dim": 4096}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return [negative_slope]

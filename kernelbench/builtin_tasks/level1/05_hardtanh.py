@@ -1,0 +1,33 @@
+"""HardTanh: clamp to [min_val, max_val], applied elementwise."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """Clamps x to [min_val, max_val]."""
+
+    def __init__(self, min_val: float, max_val: float):
+        super().__init__()
+        self.min_val = min_val
+        self.max_val = max_val
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.hardtanh(x, min_val=self.min_val, max_val=self.max_val)
+
+
+batch_size = 16384  # gpu size: 512M floats, 2 GiB in and 2 GiB out (~1.4 ms at ~3 TB/s)
+dim = 32768
+min_val = -1.0
+max_val = 1.0
+
+# cpu size: the loader overrides the constants above with these for CPU runs (a few ms on one core).
+CPU_SIZE = {"batch_size": 1024, "dim": 4096}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return [min_val, max_val]

@@ -1,0 +1,29 @@
+"""Softplus, log(1 + exp(x)), applied elementwise (linear above the threshold)."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """Applies softplus with beta=1 and threshold=20."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.softplus(x, beta=1.0, threshold=20.0)
+
+
+batch_size = 16384  # gpu size: 512M floats, 2 GiB in and 2 GiB out (~1.4 ms at ~3 TB/s)
+dim = 32768
+
+# cpu size: the loader overrides the constants above with these for CPU runs (a few ms on one core).
+CPU_SIZE = {"batch_size": 256, "dim": 4096}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []

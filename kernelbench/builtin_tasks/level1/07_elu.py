@@ -1,0 +1,31 @@
+"""ELU with a configurable alpha, applied elementwise."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """Applies x if x > 0 else alpha * (exp(x) - 1)."""
+
+    def __init__(self, alpha: float):
+        super().__init__()
+        self.alpha = alpha
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.elu(x, alpha=self.alpha)
+
+
+batch_size = 16384  # gpu size: 512M floats, 2 GiB in and 2 GiB out (~1.4 ms at ~3 TB/s)
+dim = 32768
+alpha = 1.0
+
+# cpu size: the loader overrides the constants above with these for CPU runs (a few ms on one core).
+CPU_SIZE = {"batch_size": 256, "dim": 4096}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return [alpha]

@@ -1,0 +1,31 @@
+"""Index of the maximum over the last dimension of a 3-D tensor (int64 output)."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Returns argmax of x over `dim` (first index on ties, as torch.argmax)."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.argmax(x, dim=self.dim)
+
+
+batch_size = 256  # gpu size: 1G floats read (4 GiB, ~1.4 ms at ~3 TB/s)
+dim1 = 1024
+dim2 = 4096
+reduce_dim = 2
+
+# cpu size: the loader overrides the constants above with these for CPU runs.
+CPU_SIZE = {"batch_size": 16, "dim1": 256, "dim2": 256}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim1, dim2)]
+
+
+def get_init_inputs():
+    return [reduce_dim]

@@ -1,0 +1,30 @@
+"""Batched matrix multiplication C[i] = A[i] @ B[i]."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Multiplies a batch of (M, K) matrices by a batch of (K, N) matrices."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.bmm(a, b)
+
+
+batch_size = 256  # gpu size: 2 * 256 * 512 * 1024 * 512 = 137 GFLOP (~2.7 ms at ~50 TFLOP/s fp32)
+m = 512
+k = 1024
+n = 512
+
+# cpu size: the loader overrides the constants above with these for CPU runs.
+CPU_SIZE = {"batch_size": 16, "m": 128, "k": 256, "n": 128}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, m, k), torch.randn(batch_size, k, n)]
+
+
+def get_init_inputs():
+    return []

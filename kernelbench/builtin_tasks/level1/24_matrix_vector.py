@@ -1,0 +1,28 @@
+"""Matrix-vector product y = A @ x with x given as a (K, 1) column."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Multiplies an (M, K) matrix by a (K, 1) column vector; memory-bound on A."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(a, x)
+
+
+m = 32768  # gpu size: A holds 1G floats (4 GiB read, ~1.4 ms at ~3 TB/s)
+k = 32768
+
+# cpu size: the loader overrides the constants above with these for CPU runs.
+CPU_SIZE = {"m": 4096, "k": 2048}
+
+
+def get_inputs():
+    return [torch.randn(m, k), torch.randn(k, 1)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,29 @@
+"""Matrix multiplication with a transposed left operand: C = A.T @ B."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Multiplies the transpose of a (K, M) matrix by a (K, N) matrix."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(a.T, b)
+
+
+m = 4096  # gpu size: 2 * M * K * N = 137 GFLOP (~2.7 ms at ~50 TFLOP/s fp32, TF32 off)
+k = 4096
+n = 4096
+
+# cpu size: the loader overrides the constants above with these for CPU runs.
+CPU_SIZE = {"m": 512, "k": 512, "n": 512}
+
+
+def get_inputs():
+    return [torch.randn(k, m), torch.randn(k, n)]
+
+
+def get_init_inputs():
+    return []

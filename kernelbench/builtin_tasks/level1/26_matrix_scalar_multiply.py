@@ -1,0 +1,30 @@
+"""Matrix times a scalar: C = A * s, with s fixed at construction."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Scales every element of A by the constant s."""
+
+    def __init__(self, s: float):
+        super().__init__()
+        self.s = s
+
+    def forward(self, a: torch.Tensor) -> torch.Tensor:
+        return a * self.s
+
+
+m = 16384  # gpu size: 512M floats, 2 GiB in and 2 GiB out (~1.4 ms at ~3 TB/s)
+n = 32768
+s = 3.25
+
+# cpu size: the loader overrides the constants above with these for CPU runs.
+CPU_SIZE = {"m": 1024, "n": 4096}
+
+
+def get_inputs():
+    return [torch.randn(m, n)]
+
+
+def get_init_inputs():
+    return [s]

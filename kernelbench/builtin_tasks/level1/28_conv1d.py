@@ -1,0 +1,32 @@
+"""1-D convolution (stride 1, same padding) over a long sequence."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """nn.Conv1d with bias, kernel size 3, padding 1."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int):
+        super().__init__()
+        self.conv = nn.Conv1d(in_channels, out_channels, kernel_size, padding=kernel_size // 2, bias=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)
+
+
+batch_size = 64  # gpu size: 2 * 64 * 128 * 32768 * 64 * 3 = 103 GFLOP (~2-4 ms fp32, TF32 off)
+in_channels = 64
+out_channels = 128
+kernel_size = 3
+length = 32768
+
+# cpu size: the loader overrides the constants above with these for CPU runs.
+CPU_SIZE = {"batch_size": 4, "in_channels": 16, "out_channels": 32, "length": 8192}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_channels, length)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size]

@@ -1,0 +1,32 @@
+"""Depthwise 2-D convolution (groups = channels), 3x3 kernel, same padding, NCHW."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """nn.Conv2d with groups equal to the channel count: one 3x3 filter per channel."""
+
+    def __init__(self, channels: int, kernel_size: int):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, kernel_size, padding=kernel_size // 2, groups=channels, bias=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)
+
+
+batch_size = 16  # gpu size: 512M floats, 2 GiB in and 2 GiB out; memory-bound (~1.5-3 ms)
+channels = 128
+kernel_size = 3
+height = 512
+width = 512
+
+# cpu size: the loader overrides the constants above with these for CPU runs.
+CPU_SIZE = {"batch_size": 2, "channels": 32, "height": 128, "width": 128}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, channels, height, width)]
+
+
+def get_init_inputs():
+    return [channels, kernel_size]

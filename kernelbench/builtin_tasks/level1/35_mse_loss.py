@@ -1,0 +1,29 @@
+"""Mean squared error between predictions and targets (scalar output)."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """mean((predictions - targets)^2) over all elements."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.mse_loss(predictions, targets, reduction="mean")
+
+
+batch_size = 16384  # gpu size: two 512M-float inputs read (4 GiB, ~1.4 ms at ~3 TB/s)
+dim = 32768
+
+# cpu size: the loader overrides the constants above with these for CPU runs.
+CPU_SIZE = {"batch_size": 1024, "dim": 4096}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim), torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []

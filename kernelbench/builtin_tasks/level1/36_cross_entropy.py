@@ -1,0 +1,30 @@
+"""Cross-entropy loss of logits against integer class targets, averaged over the batch."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """mean over rows of logsumexp(logits) - logits[target]."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits, targets)
+
+
+batch_size = 65536  # gpu size: 512M logits read (2 GiB, ~1 ms at ~3 TB/s)
+num_classes = 8192
+
+# cpu size: the loader overrides the constants above with these for CPU runs.
+CPU_SIZE = {"batch_size": 256, "num_classes": 4096}
+
+
+def get_inputs():
+    # logits scaled so that a logsumexp without the max subtraction overflows
+    return [torch.randn(batch_size, num_classes) * 20.0, torch.randint(0, num_classes, (batch_size,))]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,29 @@
+"""Cosine-similarity loss: mean over rows of 1 - cos(a_i, b_i)."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """1 - cosine similarity along dim 1 (eps 1e-8), averaged over the batch."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return torch.mean(1.0 - F.cosine_similarity(a, b, dim=1, eps=1e-8))
+
+
+batch_size = 8192  # gpu size: two 256M-float inputs (2 GiB each); the reference's temporaries stay under 8 GiB
+dim = 32768
+
+# cpu size: the loader overrides the constants above with these for CPU runs.
+CPU_SIZE = {"batch_size": 256, "dim": 4096}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim), torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,29 @@
+"""Hinge loss mean(max(0, 1 - y * f)) for scores f and labels y in {-1, +1}."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Averages the hinge 1 - labels * scores, clamped below at 0."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, scores: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return torch.mean(torch.clamp(1.0 - labels * scores, min=0.0))
+
+
+batch_size = 16384  # gpu size: two 512M-float inputs read (4 GiB, ~1.4 ms at ~3 TB/s)
+dim = 32768
+
+# cpu size: the loader overrides the constants above with these for CPU runs.
+CPU_SIZE = {"batch_size": 256, "dim": 4096}
+
+
+def get_inputs():
+    labels = torch.randint(0, 2, (batch_size, dim), dtype=torch.float32) * 2.0 - 1.0
+    return [torch.randn(batch_size, dim), labels]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,37 @@
+"""Per-channel bias add, multiplication by a constant, then clamp to a range (elementwise chain)."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """y = clamp((x + bias[c]) * scale, lo, hi) over an NCHW tensor."""
+
+    def __init__(self, channels: int, scale: float, lo: float, hi: float):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(channels, 1, 1))
+        self.scale = scale
+        self.lo = lo
+        self.hi = hi
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.clamp((x + self.bias) * self.scale, min=self.lo, max=self.hi)
+
+
+batch_size = 32     # gpu size: 268M elements (1.07 GB), memory-bound
+channels = 128
+height = 256
+width = 256
+scale = 0.75
+lo = -1.0
+hi = 1.5
+
+# cpu size: overrides the constants above for CPU runs
+CPU_SIZE = {"batch_size": 8, "channels": 32, "height": 64, "width": 64}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, channels, height, width)]
+
+
+def get_init_inputs():
+    return [channels, scale, lo, hi]

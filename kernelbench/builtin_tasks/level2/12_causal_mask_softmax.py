@@ -1,0 +1,33 @@
+"""Attention-score scaling, additive causal mask, then softmax over the keys."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """y = softmax(scores * scale + mask, -1), mask[i, j] = -inf for j > i (a fixed buffer)."""
+
+    def __init__(self, seq_len: int, scale: float):
+        super().__init__()
+        mask = torch.full((seq_len, seq_len), float("-inf")).triu(diagonal=1)
+        self.register_buffer("mask", mask)
+        self.scale = scale
+
+    def forward(self, scores: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(scores * self.scale + self.mask, dim=-1)
+
+
+batch_size = 16     # gpu size: 16*16*1024*1024 = 268M scores (1.07 GB), memory-bound
+num_heads = 16
+seq_len = 1024
+scale = 4.0         # logits of std ~4, so that rows are not all near 1/seq_len
+
+# cpu size: overrides the constants above for CPU runs
+CPU_SIZE = {"batch_size": 2, "num_heads": 8, "seq_len": 256}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, num_heads, seq_len, seq_len)]
+
+
+def get_init_inputs():
+    return [seq_len, scale]

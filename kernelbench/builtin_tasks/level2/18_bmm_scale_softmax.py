@@ -1,0 +1,31 @@
+"""Attention scores: batched q @ k^T, scaling, then softmax over the keys."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """y = softmax(q @ k^T * scale, -1) for q, k of shape (batch*heads, seq_len, head_dim)."""
+
+    def __init__(self, scale: float):
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(torch.bmm(q, k.transpose(1, 2)) * self.scale, dim=-1)
+
+
+batch_heads = 64    # gpu size: 2*64*2048*2048*64 = 34 GFLOP, 1.07 GB of scores
+seq_len = 2048
+head_dim = 64
+scale = 0.5         # 4/sqrt(head_dim): logits of std ~4, so that rows are not all near 1/seq_len
+
+# cpu size: overrides the constants above for CPU runs
+CPU_SIZE = {"batch_heads": 8, "seq_len": 256}
+
+
+def get_inputs():
+    return [torch.randn(batch_heads, seq_len, head_dim), torch.randn(batch_heads, seq_len, head_dim)]
+
+
+def get_init_inputs():
+    return [scale]

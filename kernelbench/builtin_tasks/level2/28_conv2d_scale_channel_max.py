@@ -1,0 +1,34 @@
+"""3x3 Conv2d, per-channel scaling, then maximum over the channels."""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """y = max_c (conv3x3(x) * s[c]); output is (batch, 1, height, width)."""
+
+    def __init__(self, in_channels: int, out_channels: int):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, kernel_size=3, padding=1)
+        self.channel_scale = nn.Parameter(torch.randn(out_channels, 1, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x) * self.channel_scale
+        return y.max(dim=1, keepdim=True).values
+
+
+batch_size = 64     # gpu size: 2*64*64*128*128*32*9 = 38.7 GFLOP
+in_channels = 32
+out_channels = 64
+height = 128
+width = 128
+
+# cpu size: overrides the constants above for CPU runs
+CPU_SIZE = {"batch_size": 4, "in_channels": 16, "out_channels": 32, "height": 48, "width": 48}
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_channels, height, width)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels]

@@ -1,0 +1,54 @@
+"""Per-kernel score: what one evaluated candidate is worth to the learner.
+
+Kevin-32B (arXiv 2507.11948, section on reward design): `S = 0.3·correct + speedup·correct`, with speedup the
+eager-PyTorch reference time over the kernel time. A correctness weight of 1.0 or 0 both plateaued, and rewards
+for intermediate steps (it compiled, it ran) were over-optimised, so nothing short of a correct kernel scores.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kernelbench.result import CORRECT, EvalResult
+
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    """How an `EvalResult` becomes a scalar score."""
+
+    correctness_weight: float = 0.3
+    """Bonus for any correct kernel, added to its speedup (Kevin-32B's 0.3; 1.0 and 0 both plateaued there)."""
+    speedup_cap: float | None = None
+    """Largest speedup that counts; None for no cap. Kevin-32B did not cap. Speedups above the harness's
+    suspicion threshold are re-verified by the harness and stored re-measured (flag `suspicious_speedup`),
+    so the score takes the stored speedup as it is; a cap is for runs that want to bound the reward's scale."""
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.correctness_weight) or self.correctness_weight < 0:
+            raise ValueError(f"correctness_weight must be finite and >= 0, got {self.correctness_weight}")
+        if self.speedup_cap is not None and not self.speedup_cap > 0:
+            raise ValueError(f"speedup_cap must be > 0 or None, got {self.speedup_cap}")
+
+    def score(self, result: EvalResult) -> float:
+        """`kernel_score` under this config."""
+        return kernel_score(result, self.correctness_weight, self.speedup_cap)
+
+
+def kernel_score(result: EvalResult, correctness_weight: float = 0.3, speedup_cap: float | None = None) -> float:
+    """`correctness_weight·correct + speedup·correct`; 0 for every status but `correct`.
+
+    Rejected candidates (a policy check fired), incorrect ones and every kind of error score 0. A result must
+    say `correct` both in its status and its flag to score: the two disagreeing is a harness fault, and
+    paying for it would reward whatever produced it.
+    """
+    if result.status != CORRECT or not result.correct:
+        return 0.0
+    speedup = result.speedup
+    # A correct result always has a finite, non-negative speedup (ref time / kernel time). Anything else
+    # is a harness fault; an infinite or NaN reward would poison every advantage of its task, so fail loudly.
+    if not math.isfinite(speedup) or speedup < 0:
+        raise ValueError(f"correct result with invalid speedup {speedup!r}")
+    if speedup_cap is not None:
+        speedup = min(speedup, speedup_cap)
+    return correctness_weight + speedup
