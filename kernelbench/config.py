@@ -54,5 +54,8 @@ class EvalConfig:
     static_checks: bool = True
     """Run the static policy checks before compiling. Off only in tests that prove the sandbox and the
     dynamic checks hold by themselves."""
+    op_checks: bool = True
+    """Judge the traced aten ops and the kernel-call count of one forward (the op policy). Off only in tests
+    of candidates that are pure PyTorch on purpose (they prove the other checks hold by themselves)."""
     threads: int = 1
     """torch intra-op threads for reference and candidate on CPU (equal, so timing is fair)."""

@@ -1,0 +1,292 @@
+"""Multi-turn episodes: N trajectories x T turns per task, generation batched, evaluation overlapped.
+
+Per task and turn, one policy call samples every trajectory's next answer (Kevin-32B's rollout shape,
+arXiv 2507.11948). Each answer is parsed and its kernel submitted to the evaluator at once; while those
+evaluations run, the runner generates the next turn of other tasks, so the policy and the harness
+work at the same time. A finished trajectory is appended to a JSONL log straight away: a crash loses
+at most the trajectories in flight, and a rerun skips every (task, trajectory) pair already logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Protocol
+
+from agent.parsing import format_error_result, parse_response
+from agent.policy import Completion, Conversation, Policy, SamplingConfig
+from agent.prompts import Attempt, PromptSettings, build_messages
+from kernelbench.result import CORRECT, RUNTIME_ERROR, EvalResult
+from kernelbench.task import Task
+
+log = logging.getLogger(__name__)
+
+
+class SubmitsEvaluations(Protocol):
+    """What the runner needs of an evaluator (`kernelbench.evaluator.Evaluator` is one)."""
+
+    def submit(self, task: Task, candidate_src: str) -> Future: ...
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One answer of one trajectory and the harness's verdict on it (one training sample)."""
+
+    index: int
+    """Position in the trajectory, from 0 (inherited turns of a beam-search parent included)."""
+    prompt: Conversation
+    response: str
+    """The answer as generated (inline `<think>` blocks included: the tokens the policy produced)."""
+    reasoning: str
+    """Reasoning returned in a separate API field, kept for the record and never re-sent."""
+    summary: str
+    candidate: str
+    """The solution file submitted, empty when the answer had none (format_error)."""
+    result: EvalResult
+    score: float
+    """Per-kernel score from the harness (DESIGN.md: 0.3·correct + speedup·correct)."""
+    token_ids: tuple[int, ...] = ()
+    logprobs: tuple[float, ...] = ()
+    finish_reason: str = ""
+    generate_s: float = 0.0
+    """Wall time of the batched policy call that produced this answer."""
+
+    def attempt(self) -> Attempt:
+        return Attempt(code=self.candidate, summary=self.summary, status=self.result.status,
+                       feedback=self.result.feedback)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "prompt": self.prompt, "response": self.response,
+                "reasoning": self.reasoning, "summary": self.summary, "candidate": self.candidate,
+                "result": self.result.to_dict(), "score": self.score, "token_ids": list(self.token_ids),
+                "logprobs": list(self.logprobs), "finish_reason": self.finish_reason,
+                "generate_s": self.generate_s}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Turn":
+        return cls(index=d["index"], prompt=d["prompt"], response=d["response"], reasoning=d.get("reasoning", ""),
+                   summary=d["summary"], candidate=d["candidate"], result=EvalResult.from_dict(d["result"]),
+                   score=d["score"], token_ids=tuple(d.get("token_ids", ())), logprobs=tuple(d.get("logprobs", ())),
+                   finish_reason=d.get("finish_reason", ""), generate_s=d.get("generate_s", 0.0))
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """The turns of one refinement chain on one task."""
+
+    task_id: str
+    traj_id: str
+    """Unique within the task: `3` (parallel), `r1/3` (beam round 1, slot 3)."""
+    turns: tuple[Turn, ...]
+    inherited_turns: int = 0
+    """Leading turns copied from a beam-search parent (context only: not new samples)."""
+    parent: str = ""
+    """traj_id of the beam-search parent, empty for a fresh trajectory."""
+    round: int = 0
+
+    @property
+    def new_turns(self) -> tuple[Turn, ...]:
+        return self.turns[self.inherited_turns:]
+
+    @property
+    def best_turn(self) -> Turn | None:
+        """The highest-scoring turn (the earliest among equals), or None for an empty trajectory."""
+        return max(self.turns, key=lambda t: (t.score, -t.index), default=None)
+
+    @property
+    def best_score(self) -> float:
+        return max((t.score for t in self.turns), default=0.0)
+
+    @property
+    def correct(self) -> bool:
+        return any(t.result.status == CORRECT for t in self.turns)
+
+    @property
+    def best_speedup(self) -> float:
+        """Speedup of the fastest correct kernel, 0 if none (DESIGN.md, Metrics)."""
+        return max((t.result.speedup for t in self.turns if t.result.status == CORRECT), default=0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "traj_id": self.traj_id, "inherited_turns": self.inherited_turns,
+                "parent": self.parent, "round": self.round, "turns": [t.to_dict() for t in self.turns]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Trajectory":
+        return cls(task_id=d["task_id"], traj_id=d["traj_id"], turns=tuple(Turn.from_dict(t) for t in d["turns"]),
+                   inherited_turns=d.get("inherited_turns", 0), parent=d.get("parent", ""), round=d.get("round", 0))
+
+
+class TrajectoryLog:
+    """Append-only JSONL of finished trajectories; the resume point of an interrupted run."""
+
+    def __init__(self, path: str):
+        self.path = path
+        if os.path.dirname(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+
+    def load(self) -> dict[tuple[str, str], Trajectory]:
+        """Finished trajectories by (task_id, traj_id); a torn last line from a crash is ignored."""
+        done: dict[tuple[str, str], Trajectory] = {}
+        if not os.path.exists(self.path):
+            return done
+        with open(self.path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    traj = Trajectory.from_dict(json.loads(line))
+                except (ValueError, KeyError, TypeError):
+                    continue
+                done[(traj.task_id, traj.traj_id)] = traj
+        return done
+
+    def append(self, traj: Trajectory) -> None:
+        with open(self.path, "a+b") as f:
+            torn = False
+            if f.seek(0, os.SEEK_END) > 0:
+                f.seek(-1, os.SEEK_END)
+                torn = f.read(1) != b"\n"
+            # A line torn by a crash is closed off so that it cannot swallow the next record.
+            f.write((b"\n" if torn else b"") + json.dumps(traj.to_dict()).encode() + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+@dataclass(frozen=True)
+class Job:
+    """One trajectory to run: fresh (no history) or continuing a beam-search parent's turns."""
+
+    task: Task
+    traj_id: str
+    history: tuple[Turn, ...] = ()
+    parent: str = ""
+    round: int = 0
+
+
+@dataclass
+class _Slot:
+    job: Job
+    turns: list[Turn]
+    pending: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Group:
+    """One task's trajectories in flight; they advance turn by turn together."""
+
+    task: Task
+    slots: list[_Slot]
+    turns_done: int = 0
+    waiting: int = 0
+
+
+TurnCallback = Callable[[Task, str, Turn], None]
+
+
+class EpisodeRunner:
+    """Runs jobs to `turns` new turns each with one policy and one evaluator."""
+
+    def __init__(self, policy: Policy, evaluator: SubmitsEvaluations, *, turns: int, sampling: SamplingConfig,
+                 prompt_settings: PromptSettings, log_path: str = "", on_turn: TurnCallback | None = None):
+        self.policy = policy
+        self.evaluator = evaluator
+        self.turns = turns
+        self.sampling = sampling
+        self.prompt_settings = prompt_settings
+        self.log = TrajectoryLog(log_path) if log_path else None
+        self.on_turn = on_turn
+        self.count_tokens = getattr(policy, "count_tokens", None)
+
+    def run(self, jobs: Iterable[Job]) -> list[Trajectory]:
+        """Run every job not already in the log; return all of them (logged ones as loaded), in job order."""
+        jobs = list(jobs)
+        done = self.log.load() if self.log else {}
+        finished: dict[tuple[str, str], Trajectory] = {}
+        groups: dict[str, _Group] = {}
+        for job in jobs:
+            key = (job.task.id, job.traj_id)
+            if key in done:
+                finished[key] = done[key]
+            else:
+                group = groups.setdefault(job.task.id, _Group(task=job.task, slots=[]))
+                group.slots.append(_Slot(job=job, turns=list(job.history)))
+        ready = deque(g for g in groups.values() if self.turns > 0)
+        for g in groups.values():
+            if self.turns <= 0:
+                self._finish(g, finished)
+        in_flight: dict[Future, tuple[_Group, _Slot]] = {}
+        while ready or in_flight:
+            if ready:
+                self._generate(ready.popleft(), in_flight, ready, finished)
+                block = False
+            else:
+                block = True
+            self._collect(in_flight, ready, finished, block=block)
+        return [finished[(j.task.id, j.traj_id)] for j in jobs]
+
+    def _generate(self, group: _Group, in_flight: dict, ready: deque, finished: dict) -> None:
+        prompts = [build_messages(group.task.source, [t.attempt() for t in s.turns], self.prompt_settings,
+                                  self.count_tokens) for s in group.slots]
+        completions = self.policy.generate(prompts, self.sampling)
+        if len(completions) != len(prompts):
+            raise RuntimeError(f"policy returned {len(completions)} completions for {len(prompts)} prompts")
+        group.waiting = len(group.slots)
+        for slot, prompt, completion in zip(group.slots, prompts, completions):
+            parsed = parse_response(completion.text)
+            slot.pending = {"prompt": prompt, "completion": completion, "summary": parsed.summary,
+                            "candidate": parsed.code}
+            if parsed.ok:
+                # Submitted as soon as it is parsed: compiles start while the rest are still parsed and
+                # while other tasks generate.
+                in_flight[self.evaluator.submit(group.task, parsed.code)] = (group, slot)
+            else:
+                self._record(group, slot, format_error_result(parsed), ready, finished)
+
+    def _collect(self, in_flight: dict, ready: deque, finished: dict, *, block: bool) -> None:
+        if not in_flight:
+            return
+        done, _ = wait(list(in_flight), timeout=None if block else 0, return_when=FIRST_COMPLETED)
+        for fut in done:
+            group, slot = in_flight.pop(fut)
+            self._record(group, slot, _result_of(fut), ready, finished)
+
+    def _record(self, group: _Group, slot: _Slot, result: EvalResult, ready: deque, finished: dict) -> None:
+        p = slot.pending
+        completion: Completion = p["completion"]
+        turn = Turn(index=len(slot.turns), prompt=p["prompt"], response=completion.text,
+                    reasoning=completion.reasoning, summary=p["summary"], candidate=p["candidate"], result=result,
+                    score=result.score, token_ids=completion.token_ids, logprobs=completion.logprobs,
+                    finish_reason=completion.finish_reason, generate_s=completion.generate_s)
+        slot.turns.append(turn)
+        slot.pending = {}
+        if self.on_turn:
+            self.on_turn(group.task, slot.job.traj_id, turn)
+        group.waiting -= 1
+        if group.waiting == 0:
+            group.turns_done += 1
+            if group.turns_done < self.turns:
+                ready.append(group)
+            else:
+                self._finish(group, finished)
+
+    def _finish(self, group: _Group, finished: dict) -> None:
+        for slot in group.slots:
+            job = slot.job
+            traj = Trajectory(task_id=job.task.id, traj_id=job.traj_id, turns=tuple(slot.turns),
+                              inherited_turns=len(job.history), parent=job.parent, round=job.round)
+            finished[(job.task.id, job.traj_id)] = traj
+            if self.log:
+                self.log.append(traj)
+
+
+def _result_of(fut: Future) -> EvalResult:
+    """The evaluator's verdict; an evaluator that raised is recorded as a flagged runtime error rather
+    than ending a long run (DESIGN.md: faults are results)."""
+    try:
+        return fut.result()
+    except Exception as e:  # the harness itself failed on this candidate
+        log.exception("evaluator raised")
+        return EvalResult(status=RUNTIME_ERROR, flags=("harness_error",),
+                          feedback=f"The evaluation harness failed: {type(e).__name__}: {e}"[:500])

@@ -1,0 +1,204 @@
+"""The kernel-optimization assistant: `kernel-agent optimize FILE` on the user's own module.
+
+FILE is a KernelBench-format module (`Model`, `get_inputs`, `get_init_inputs`). The agent searches
+(parallel or beam, see `agent.strategies`), the harness judges every kernel, and OUT gets:
+- `best.py`: the fastest correct solution, runnable as is (absent when nothing was correct);
+- `report.md` + `best_speedup.png`: every kernel tried with its status and speedup;
+- `trajectories.jsonl`: every turn in full (a rerun with the same OUT resumes from it);
+- `config.json`: the resolved settings.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import os
+import platform
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from agent.episode import EpisodeRunner, SubmitsEvaluations, Trajectory, Turn
+from agent.policy import Policy, SamplingConfig, make_policy
+from agent.prompts import PromptSettings
+from agent.report import Best, write_report
+from agent.strategies import SearchBudget, search
+from kernelbench.problem import REQUIRED
+from kernelbench.result import CORRECT
+from kernelbench.task import Task
+
+
+class ProblemFileError(ValueError):
+    """FILE cannot be optimised (unreadable, not Python, or missing one of the three KernelBench names)."""
+
+
+@dataclass(frozen=True)
+class OptimizeConfig:
+    """Settings of one `kernel-agent optimize` run."""
+
+    file: str
+    """The user's KernelBench-format module."""
+    out: str = "optimize_out"
+    """Output directory (created; a rerun with the same directory resumes)."""
+    backend: str = "openai"
+    """`hf`, `vllm` or `openai`."""
+    model: str = ""
+    """Model name (openai) or checkpoint path / hub name present locally (hf, vllm)."""
+    base_url: str = ""
+    """Chat-completions endpoint root for the openai backend, e.g. http://localhost:8000/v1."""
+    device: str = "cuda"
+    """`cuda` (CUDA kernels, timed on the GPU) or `cpu` (C++ kernels, timed on one core)."""
+    size: str = ""
+    """Task size: `cpu` or `gpu`; empty picks the one matching `device`."""
+    strategy: str = "parallel"
+    """`parallel` (N x T) or `beam` (rounds of T turns, keep the best `beam_keep`, replicate to N)."""
+    trajectories: int = 4
+    turns: int = 4
+    rounds: int = 2
+    """Beam search rounds."""
+    beam_keep: int = 1
+    temperature: float = 0.9
+    top_p: float = 1.0
+    max_tokens: int = 8192
+    seed: int = 0
+    op_policy: str = ""
+    """`strict`, `partial`, or empty: the file's `OP_POLICY` constant, else `strict`."""
+    hardware: str = ""
+    """Text naming the target machine for the prompt; empty detects it."""
+    token_budget: int = 8192
+    """Prompt token budget (oldest attempts are dropped first beyond it)."""
+
+
+@dataclass(frozen=True)
+class OptimizeOutcome:
+    best: Best | None
+    trajectories: tuple[Trajectory, ...]
+    out_dir: str
+
+
+def read_user_task(path: str, op_policy: str = "") -> Task:
+    """Read FILE as a Task without executing it: it must parse and bind the three KernelBench names."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+    except OSError as e:
+        raise ProblemFileError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        tree = ast.parse(source, filename=path)
+    except SyntaxError as e:
+        raise ProblemFileError(f"{path}: syntax error on line {e.lineno}: {e.msg}") from None
+    bound: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            bound[node.name] = node
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    bound[target.id] = node.value
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                bound[(alias.asname or alias.name).split(".")[0]] = node
+    missing = [n for n in REQUIRED if n not in bound]
+    if missing:
+        raise ProblemFileError(f"{path} does not define {', '.join(missing)} "
+                               f"(a KernelBench module defines {', '.join(REQUIRED)})")
+    declared = bound.get("OP_POLICY")
+    file_policy = declared.value if isinstance(declared, ast.Constant) and isinstance(declared.value, str) else ""
+    policy = op_policy or file_policy or "strict"
+    if policy not in ("strict", "partial"):
+        raise ProblemFileError(f"op policy must be strict or partial, got {policy!r}")
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return Task(id=f"user/{stem}", level=0, name=stem, origin=f"user:{os.path.abspath(path)}", source=source,
+                path=os.path.abspath(path), op_policy=policy)
+
+
+def describe_hardware(device: str) -> str:
+    """What the kernels will run on, for the prompt: the GPU's name, or the CPU model."""
+    if device == "cuda":
+        try:
+            import torch
+
+            if torch.cuda.is_available():
+                return torch.cuda.get_device_name(0)
+        except Exception:
+            pass
+        return "an NVIDIA GPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip() + " (one thread)"
+    except OSError:
+        pass
+    return (platform.processor() or platform.machine() or "a CPU") + " (one thread)"
+
+
+class _Progress:
+    """Live line: kernels done, statuses so far, best speedup (rich)."""
+
+    def __init__(self, total: int, console: Any = None):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), console=console, transient=False)
+        self.task = self.bar.add_task("starting", total=total)
+        self.statuses: Counter[str] = Counter()
+        self.best = 0.0
+
+    def on_turn(self, task: Task, traj_id: str, turn: Turn) -> None:
+        self.statuses[turn.result.status] += 1
+        if turn.result.status == CORRECT:
+            self.best = max(self.best, turn.result.speedup)
+        seen = ", ".join(f"{s} {n}" for s, n in self.statuses.most_common())
+        self.bar.update(self.task, advance=1,
+                        description=f"turn {turn.index + 1} | {seen} | best {self.best:.2f}x")
+
+
+def optimize(config: OptimizeConfig, *, policy: Policy | None = None, evaluator: SubmitsEvaluations | None = None,
+             console: Any = None) -> OptimizeOutcome:
+    """Run the search on `config.file` and write the outputs; raises ProblemFileError for a bad FILE."""
+    task = read_user_task(config.file, config.op_policy)
+    size = config.size or ("gpu" if config.device == "cuda" else "cpu")
+    os.makedirs(config.out, exist_ok=True)
+    with open(os.path.join(config.out, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(dataclasses.asdict(config) | {"size": size}, f, indent=2)
+    if policy is None:
+        policy = make_policy(config.backend, config.model, base_url=config.base_url, device=config.device)
+    own_evaluator = evaluator is None
+    if own_evaluator:
+        from kernelbench.config import EvalConfig
+        from kernelbench.evaluator import Evaluator
+
+        evaluator = Evaluator(EvalConfig(device=config.device, size=size, op_policy=task.op_policy))
+    hardware = config.hardware or describe_hardware(config.device)
+    budget = SearchBudget(trajectories=config.trajectories, turns=config.turns,
+                          rounds=config.rounds if config.strategy == "beam" else 1, keep=config.beam_keep)
+    progress = _Progress(budget.trajectories * budget.turns * budget.rounds, console)
+    runner = EpisodeRunner(
+        policy, evaluator, turns=config.turns,
+        sampling=SamplingConfig(temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens,
+                                seed=config.seed),
+        prompt_settings=PromptSettings(device=config.device, hardware=hardware, op_policy=task.op_policy,
+                                       token_budget=config.token_budget),
+        log_path=os.path.join(config.out, "trajectories.jsonl"), on_turn=progress.on_turn)
+    try:
+        with progress.bar:
+            trajs = search(runner, [task], config.strategy, budget)
+    finally:
+        if own_evaluator:
+            evaluator.close()
+    settings = {"file": config.file, "model": f"{config.backend}:{config.model}", "device": config.device,
+                "size": size, "hardware": hardware, "op policy": task.op_policy,
+                "search": f"{config.strategy}, {config.trajectories} trajectories x {config.turns} turns"
+                          + (f" x {budget.rounds} rounds (keep {budget.keep})" if config.strategy == "beam" else "")}
+    best = write_report(config.out, f"kernel-agent optimize: {task.name}", trajs, settings)
+    best_path = os.path.join(config.out, "best.py")
+    if best:
+        with open(best_path, "w", encoding="utf-8") as f:
+            f.write(f"# kernel-agent optimize: {best.speedup:.3f}x over the PyTorch reference on {hardware}\n"
+                    f"# (trajectory {best.traj_id}, turn {best.turn.index + 1}; see report.md)\n")
+            f.write(best.turn.candidate.rstrip() + "\n")
+    elif os.path.exists(best_path):
+        os.remove(best_path)  # a stale best.py from an earlier run with this OUT would mislead
+    return OptimizeOutcome(best=best, trajectories=tuple(trajs), out_dir=config.out)

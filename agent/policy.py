@@ -1,0 +1,95 @@
+"""The policy seam: anything that turns a batch of chat conversations into completions.
+
+Three backends implement it (`--backend`): `hf` (transformers, CPU or GPU), `vllm` (offline engine, GPU)
+and `openai` (any chat-completions server). The episode code sees only `Policy.generate`, so training,
+benchmarks and the `optimize` assistant run unchanged on any of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+Message = dict[str, str]
+"""One chat message: `{"role": "system" | "user" | "assistant", "content": "..."}`."""
+Conversation = list[Message]
+
+BACKENDS = ("hf", "vllm", "openai")
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Sampling settings shared by every backend."""
+
+    temperature: float = 0.9
+    """Softmax temperature; 0 means greedy. Kevin-32B samples at 0.9 in training and at test time."""
+    top_p: float = 1.0
+    """Nucleus sampling mass (1.0 keeps the whole distribution)."""
+    max_tokens: int = 4096
+    """Most tokens generated per completion (reasoning included)."""
+    seed: int = 0
+    """Base seed; completion i of a call uses `seed + i` where the backend supports per-request seeds."""
+    logprobs: bool = True
+    """Ask for per-token log-probabilities (hf always computes them; openai only when the server gives them)."""
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sampled answer.
+
+    `text` is what the model wrote as its answer (inline `<think>` blocks included, as generated);
+    `reasoning` is a chain of thought the server returned in a separate field. Neither reaches later
+    prompts: parsing keeps only the code and the summary.
+    """
+
+    text: str
+    reasoning: str = ""
+    """Separate reasoning field (`reasoning_content` / `reasoning`) when the backend returns one."""
+    token_ids: tuple[int, ...] = ()
+    """Generated token ids (end-of-turn token included), empty when the backend cannot give them."""
+    logprobs: tuple[float, ...] = ()
+    """Log-probability of each generated token under the temperature-scaled distribution, aligned with
+    `token_ids` (openai: aligned with the server's tokens when it returns logprobs)."""
+    prompt_token_ids: tuple[int, ...] = ()
+    """The tokenised prompt, when the backend tokenised it locally."""
+    finish_reason: str = ""
+    """`stop` (end of turn) or `length` (hit max_tokens), as the backend reports it."""
+    generate_s: float = 0.0
+    """Wall time of the call that produced this completion (a batched call: the whole batch)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "reasoning": self.reasoning, "token_ids": list(self.token_ids),
+                "logprobs": list(self.logprobs), "prompt_token_ids": list(self.prompt_token_ids),
+                "finish_reason": self.finish_reason, "generate_s": self.generate_s}
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A model behind one method: one completion per conversation, in order."""
+
+    def generate(self, prompts: list[Conversation], sampling: SamplingConfig) -> list[Completion]: ...
+
+
+def count_tokens_approx(text: str) -> int:
+    """Token estimate for backends without a local tokenizer: about 4 characters per token for code and English."""
+    return (len(text) + 3) // 4
+
+
+def make_policy(backend: str, model: str, *, base_url: str = "", device: str = "cpu",
+                **options: Any) -> Policy:
+    """Build the backend named by `--backend`; heavy imports happen only for the chosen one."""
+    if backend == "openai":
+        from agent.openai_backend import OpenAIPolicy
+
+        if not base_url:
+            raise ValueError("the openai backend needs --base-url (e.g. http://localhost:8000/v1)")
+        return OpenAIPolicy(base_url=base_url, model=model, **options)
+    if backend == "hf":
+        from agent.hf_backend import HFPolicy
+
+        return HFPolicy.from_pretrained(model, device=device, **options)
+    if backend == "vllm":
+        from agent.vllm_backend import VLLMPolicy
+
+        return VLLMPolicy(model, **options)
+    raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")

@@ -1,0 +1,271 @@
+"""Every text the agent is shown, in one place, and the code that assembles a turn's prompt.
+
+Turn 1 states the task, the solution format, the target device and one worked example. Later turns
+repeat that and add, for each earlier attempt, its kernel, the model's own summary of it and the
+harness's feedback, then ask the model to restart its reasoning and write a complete new solution.
+Earlier chains of thought are never shown again (Kevin-32B, arXiv 2507.11948: re-sending them pushed
+contexts to 50-100k tokens within a few turns); the oldest attempts are dropped first when the prompt
+exceeds its token budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from agent.policy import Conversation, count_tokens_approx
+
+SYSTEM = (
+    "You are a performance engineer who replaces PyTorch code with hand-written kernels. You care about "
+    "two things, in this order: the new module must compute exactly what the original computes, and it "
+    "must run faster. You answer with a short summary and one complete Python file."
+)
+
+DEVICE_GUIDE = {
+    "cuda": (
+        "Write CUDA kernels. Put the CUDA source in a Python string and build it with "
+        "`torch.utils.cpp_extension.load_inline(name=..., cpp_sources=..., cuda_sources=..., functions=[...])`. "
+        "Think about memory coalescing, occupancy, shared memory, fusing several operations into one "
+        "launch, and avoiding needless global-memory round trips."
+    ),
+    "cpu": (
+        "Write C++ kernels for the CPU. Put the C++ source in a Python string and build it with "
+        "`torch.utils.cpp_extension.load_inline(name=..., cpp_sources=..., functions=[...])` (no CUDA). "
+        "Think about contiguous access, cache blocking, loops the compiler can vectorise, and fusing "
+        "several operations into one pass over memory. The harness runs with one thread."
+    ),
+}
+
+OP_POLICY_RULES = {
+    "strict": (
+        "`ModelNew.forward` may not call PyTorch compute operations (torch.matmul, torch.relu, F.conv2d, "
+        "arithmetic on tensors, reductions and so on), neither in Python nor from your C++ code. It may "
+        "allocate outputs (torch.empty and friends), take views, reshape, read shapes and call your own "
+        "compiled functions. All arithmetic happens in your kernels."
+    ),
+    "partial": (
+        "PyTorch operations are allowed in `ModelNew.forward` beside your own kernels, but at least one "
+        "custom kernel must run on every call and do real work; put it where the time goes."
+    ),
+}
+
+FORMAT_RULES = """\
+Rules for the solution file:
+- Define `class ModelNew(torch.nn.Module)` with the same constructor arguments and the same `forward`
+  signature as `Model`, returning the same outputs (shapes, dtypes, values within floating-point tolerance).
+- Create parameters in `__init__` in the same order and with the same shapes as `Model`, so that both
+  modules built after the same random seed hold equal weights (for example, keep the same nn.Linear layers).
+- Compile your kernels inline in the file itself; it must import and run as is, with nothing else on disk.
+- No try/except fallbacks to PyTorch, no subclassing of `Model`, no threads or processes, no timers.
+- {op_policy}"""
+
+ANSWER_RULES = """\
+How to answer:
+1. A short summary inside <summary>...</summary>: what your kernel does, what you changed since earlier
+   attempts and why you expect it to be correct and fast (a few sentences; it is all you will remember
+   of this attempt).
+2. Then the complete solution file in one ```python code block, and nothing after it."""
+
+EXAMPLE_PROBLEM = '''\
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x)
+
+
+size = 1 << 20
+
+
+def get_inputs():
+    return [torch.randn(size)]
+
+
+def get_init_inputs():
+    return []'''
+
+EXAMPLE_SOLUTION = {
+    "cpu": '''\
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = r"""
+#include <torch/extension.h>
+
+torch::Tensor relu_cpu(torch::Tensor x) {
+    TORCH_CHECK(x.is_contiguous() && x.scalar_type() == torch::kFloat, "expects contiguous float32");
+    torch::Tensor y = torch::empty_like(x);
+    const float* in = x.data_ptr<float>();
+    float* out = y.data_ptr<float>();
+    const int64_t n = x.numel();
+    for (int64_t i = 0; i < n; ++i) {
+        out[i] = in[i] < 0.0f ? 0.0f : in[i];  // NaN stays NaN, as in torch.relu
+    }
+    return y;
+}
+"""
+
+relu_ext = load_inline(name="example_relu_cpu", cpp_sources=cpp_source, functions=["relu_cpu"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return relu_ext.relu_cpu(x.contiguous())''',
+    "cuda": '''\
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <torch/extension.h>
+
+__global__ void relu_kernel(const float* __restrict__ in, float* __restrict__ out, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i] < 0.0f ? 0.0f : in[i];  // NaN stays NaN, as in torch.relu
+}
+
+torch::Tensor relu_cuda(torch::Tensor x) {
+    TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.scalar_type() == torch::kFloat);
+    torch::Tensor y = torch::empty_like(x);
+    const int64_t n = x.numel();
+    const int threads = 256;
+    const int64_t blocks = (n + threads - 1) / threads;
+    relu_kernel<<<blocks, threads>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+
+cpp_source = "torch::Tensor relu_cuda(torch::Tensor x);"
+
+relu_ext = load_inline(name="example_relu_cuda", cpp_sources=cpp_source, cuda_sources=cuda_source,
+                       functions=["relu_cuda"])
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return relu_ext.relu_cuda(x.contiguous())''',
+}
+
+TASK_TEMPLATE = """\
+Target hardware: {hardware}
+{device_guide}
+
+Here is the PyTorch module to speed up:
+
+```python
+{task_source}
+```
+
+{format_rules}
+
+{answer_rules}
+
+An example. For this problem:
+
+```python
+{example_problem}
+```
+
+a valid solution is:
+
+```python
+{example_solution}
+```"""
+
+HISTORY_HEADER = "Your earlier attempts at this task, oldest first, with what the harness found:"
+HISTORY_OMITTED = "({n} older attempt(s) left out to fit the context.)"
+ATTEMPT_TEMPLATE = """\
+### Attempt {number}
+Your summary: {summary}
+
+Your code:
+```python
+{code}
+```
+
+Harness result: {status}. {feedback}"""
+NO_CODE = "(no usable code in that answer)"
+NO_SUMMARY = "(none given)"
+
+RESTART = (
+    "Restart your reasoning from the task itself: use what the results above show (fix what failed; if "
+    "an attempt was correct, look for a faster design), then write a complete new solution file. "
+    "Answer as before: a <summary> and one ```python block."
+)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """What a later prompt keeps of one earlier turn: never its reasoning."""
+
+    code: str
+    summary: str
+    status: str
+    feedback: str
+
+
+@dataclass(frozen=True)
+class PromptSettings:
+    """Settings that shape every prompt of a run."""
+
+    device: str = "cuda"
+    """`cuda` asks for CUDA kernels, `cpu` for C++ kernels."""
+    hardware: str = "NVIDIA H100 80GB HBM3"
+    """Free text naming the machine the kernels will be timed on."""
+    op_policy: str = "strict"
+    """`strict` or `partial` (see OP_POLICY_RULES)."""
+    token_budget: int = 8192
+    """Most prompt tokens; the oldest attempts are dropped first to stay under it (Kevin-32B: 8k prompts)."""
+
+
+def task_message(task_source: str, settings: PromptSettings) -> str:
+    """The turn-1 user message: task, rules, answer format, worked example."""
+    device = settings.device if settings.device in DEVICE_GUIDE else "cuda"
+    return TASK_TEMPLATE.format(
+        hardware=settings.hardware, device_guide=DEVICE_GUIDE[device], task_source=task_source.strip(),
+        format_rules=FORMAT_RULES.format(op_policy=OP_POLICY_RULES.get(settings.op_policy, OP_POLICY_RULES["strict"])),
+        answer_rules=ANSWER_RULES, example_problem=EXAMPLE_PROBLEM, example_solution=EXAMPLE_SOLUTION[device])
+
+
+def attempt_text(number: int, attempt: Attempt) -> str:
+    return ATTEMPT_TEMPLATE.format(number=number, summary=attempt.summary.strip() or NO_SUMMARY,
+                                   code=attempt.code.strip() or NO_CODE, status=attempt.status,
+                                   feedback=attempt.feedback.strip())
+
+
+def build_messages(task_source: str, attempts: Sequence[Attempt], settings: PromptSettings,
+                   count_tokens: Callable[[str], int] | None = None) -> Conversation:
+    """The conversation for the next turn. With no attempts this is the turn-1 prompt.
+
+    Attempts are dropped oldest first until the prompt fits `settings.token_budget`; the most recent
+    one is always kept, since its feedback is what the next answer must act on.
+    """
+    count = count_tokens or count_tokens_approx
+    head = task_message(task_source, settings)
+    if not attempts:
+        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": head}]
+    blocks = [attempt_text(i + 1, a) for i, a in enumerate(attempts)]
+    fixed = count(SYSTEM) + count(head) + count(HISTORY_HEADER) + count(RESTART) + count(HISTORY_OMITTED) + 16
+    first = len(blocks) - 1
+    used = fixed + count(blocks[first])
+    while first > 0 and used + count(blocks[first - 1]) <= settings.token_budget:
+        first -= 1
+        used += count(blocks[first])
+    parts = [head, HISTORY_HEADER]
+    if first:
+        parts.append(HISTORY_OMITTED.format(n=first))
+    parts.extend(blocks[first:])
+    parts.append(RESTART)
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]

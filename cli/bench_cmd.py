@@ -1,0 +1,152 @@
+"""`kernel-agent bench`: benchmark a model on held-out tasks; compare runs; sweep test-time budgets.
+
+    kernel-agent bench --tasks builtin:heldout --backend openai --base-url URL --model M \
+        --trajectories 16 --turns 8 --device cuda --out runs/m            # writes results.jsonl, metrics.json, report.md
+    kernel-agent bench --out runs/m --resume ...same options...           # continue a killed run
+    kernel-agent bench --backend replay --from runs/m --out runs/m-h200   # re-evaluate its kernels, no model
+    kernel-agent bench compare runs/a runs/b [--allow-mixed] [--out compare.md]
+    kernel-agent bench sweep --trajectories-grid 1,2,4,8 --turns-grid 1,2,4 ...run options...
+    kernel-agent bench sweep --from runs/m --trajectories-grid 1,2,4 --turns-grid 1,2,4
+
+See docs/bench.md for the metrics and how `--tasks` parses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from cli.main import UsageError
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tasks", default="builtin:heldout",
+                   help="ORIGIN[:SPLIT][:level_N]: builtin, kernelbench:PATH or hf:NAME; split train|heldout|extra|all "
+                        "(default heldout)")
+    p.add_argument("--level", type=int, default=0, choices=(0, 1, 2, 3, 4), help="only this level")
+    p.add_argument("--limit", type=int, default=0, help="only the first N tasks")
+    p.add_argument("--backend", default="openai", choices=("hf", "vllm", "openai", "replay"))
+    p.add_argument("--model", default="", help="model name (openai) or path (hf, vllm)")
+    p.add_argument("--base-url", default="", help="chat-completions endpoint, e.g. http://localhost:8000/v1")
+    p.add_argument("--from", dest="from_dir", default="", help="replay: the run folder whose kernels to re-evaluate")
+    p.add_argument("--trajectories", type=int, default=16, help="N trajectories per task (default 16)")
+    p.add_argument("--turns", type=int, default=8, help="T turns per trajectory (default 8)")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    p.add_argument("--size", default="", choices=("", "cpu", "gpu"), help="task size (default: gpu on cuda, cpu on cpu)")
+    p.add_argument("--out", default="runs/bench", help="output folder")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out")
+    p.add_argument("--temperature", type=float, default=0.9)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--max-tokens", type=int, default=4096)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--op-policy", default="", choices=("", "strict", "partial"), help="default: each task's own")
+    p.add_argument("--hardware", default="", help="hardware named in the prompt (default: the device name)")
+    p.add_argument("--timing-trials", type=int, default=100)
+    p.add_argument("--compile-workers", type=int, default=2)
+    p.add_argument("--run-workers", type=int, default=1)
+    p.add_argument("--build-cache", default="", help="build cache folder (default $KERNEL_AGENT_CACHE or ~/.cache)")
+    p.add_argument("--no-compile-baseline", action="store_true",
+                   help="skip the torch.compile baseline (its first measurement compiles each task: slow)")
+    p.add_argument("--refresh-baselines", action="store_true", help="measure the baselines again")
+    p.add_argument("--baseline-cache", default="", help="baseline cache file (default ~/.cache/kernel-agent/baselines.json)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("bench", help="benchmark a model on held-out tasks; compare runs; sweep budgets")
+    _add_run_options(parser)
+    actions = parser.add_subparsers(dest="bench_action", metavar="[compare|sweep]")
+    cmp_p = actions.add_parser("compare", help="side-by-side table of several runs")
+    cmp_p.add_argument("dirs", nargs="+", help="run folders (each with metrics.json)")
+    cmp_p.add_argument("--allow-mixed", action="store_true", help="compare runs measured on different hardware")
+    cmp_p.add_argument("--out", dest="compare_out", default="compare.md", help="markdown table to write (and .json beside)")
+    sweep_p = actions.add_parser("sweep", help="test-time scaling over trajectories x turns (one run, subsampled)")
+    _add_run_options(sweep_p)
+    sweep_p.add_argument("--trajectories-grid", default="1,2,4,8", help="n values (default 1,2,4,8)")
+    sweep_p.add_argument("--turns-grid", default="1,2,4", help="t values (default 1,2,4)")
+
+
+def config_from(args: argparse.Namespace, **changes):
+    from evals.runner import BenchConfig
+
+    cfg = BenchConfig(tasks=args.tasks, level=args.level, limit=args.limit, backend=args.backend, model=args.model,
+                      base_url=args.base_url, from_dir=args.from_dir, trajectories=args.trajectories, turns=args.turns,
+                      device=args.device, size=args.size, out=args.out, resume=args.resume,
+                      temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed,
+                      op_policy=args.op_policy, hardware=args.hardware, timing_trials=args.timing_trials,
+                      compile_workers=args.compile_workers, run_workers=args.run_workers,
+                      build_cache_dir=args.build_cache, compile_baseline=not args.no_compile_baseline,
+                      refresh_baselines=args.refresh_baselines, baseline_cache=args.baseline_cache)
+    if cfg.trajectories < 1 or cfg.turns < 1:
+        raise UsageError("--trajectories and --turns must be at least 1")
+    from dataclasses import replace
+
+    return replace(cfg, **changes)
+
+
+def _run(args: argparse.Namespace, **changes) -> int:
+    from evals.report import summary_line
+    from evals.runner import BenchError, run_bench
+
+    try:
+        outcome = run_bench(config_from(args, **changes), progress=not args.quiet)
+    except BenchError as e:
+        raise UsageError(str(e)) from None
+    print(f"{summary_line(outcome.metrics)}")
+    print(f"wrote {os.path.join(outcome.out_dir, 'results.jsonl')}, metrics.json, report.md "
+          f"({outcome.new_kernels} kernels evaluated now)")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from evals.compare import CompareError, compare
+
+    try:
+        compare(args.dirs, allow_mixed=args.allow_mixed, out=args.compare_out)
+    except CompareError as e:
+        raise UsageError(str(e)) from None
+    print(f"wrote {args.compare_out}")
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from evals import sweep
+    from evals.metrics import compute_metrics
+    from evals.report import write_report
+    from evals.runner import ResultsLog
+
+    try:
+        n_grid, t_grid = sweep.parse_grid(args.trajectories_grid), sweep.parse_grid(args.turns_grid)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    out = args.out
+    if args.from_dir and args.backend != "replay":
+        out = args.from_dir  # compute the grid from an existing run, no new kernels
+    else:
+        _run(args, trajectories=max(n_grid), turns=max(t_grid))
+    records = ResultsLog(os.path.join(out, "results.jsonl")).load()
+    if not records:
+        raise UsageError(f"{out} holds no results.jsonl records")
+    rows = sweep.write_sweep(out, records, n_grid, t_grid)
+    metrics_path = os.path.join(out, "metrics.json")
+    if os.path.exists(metrics_path):
+        with open(metrics_path, encoding="utf-8") as f:
+            metrics = json.load(f)
+    else:
+        metrics = compute_metrics(records)
+    cfg = {}
+    if os.path.exists(os.path.join(out, "config.json")):
+        with open(os.path.join(out, "config.json"), encoding="utf-8") as f:
+            cfg = json.load(f).get("bench", {})
+    write_report(out, metrics, records, cfg, extra_sections=[sweep.markdown(rows)])
+    print(f"wrote {os.path.join(out, 'sweep.json')}, scaling.png and the sweep section of report.md")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.bench_action == "compare":
+        return _compare(args)
+    if args.bench_action == "sweep":
+        return _sweep(args)
+    return _run(args)

@@ -1,0 +1,119 @@
+"""`kernel-agent eval`: evaluate one candidate solution file against one task.
+
+    kernel-agent eval --task L1/01_relu --candidate my_relu.py --device cpu --json
+    kernel-agent eval --task path/to/problem.py --candidate sol.py --compile-only   # CUDA sources, nvcc, no GPU
+
+Exit 0 whenever an evaluation was carried out, whatever its verdict; 2 for bad arguments or an unreadable task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from dataclasses import replace
+
+from cli.main import UsageError
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("eval", help="evaluate a candidate solution file against a task",
+                              description="Compile, check and time one candidate (KernelBench solution format).")
+    p.add_argument("--task", required=True, help="a problem file path, or a built-in task id like L1/03_gelu")
+    p.add_argument("--candidate", required=True, help="the solution file (defines class ModelNew)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    p.add_argument("--size", choices=("cpu", "gpu"), default=None, help="task size (default: the device's)")
+    p.add_argument("--trials", type=int, default=None, help="timed trials (default 100)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (EvalResult.to_dict())")
+    p.add_argument("--compile-only", action="store_true",
+                   help="only compile the candidate's CUDA sources with nvcc, without executing it (no GPU needed)")
+    p.add_argument("--op-policy", choices=("strict", "partial"), default=None)
+    p.add_argument("--cache-dir", default="", help="build cache folder (default ~/.cache/kernel-agent/builds)")
+
+
+def resolve_task(spec: str):
+    """A path to a problem file, else a task id through the catalog."""
+    from kernelbench.task import Task
+
+    if os.path.isfile(spec):
+        try:
+            with open(spec) as f:
+                source = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise UsageError(f"cannot read task file {spec}: {e}") from None
+        policy = "strict"
+        try:
+            from kernelbench.catalog import inspect_source
+
+            policy = inspect_source(source).op_policy or "strict"
+        except ImportError:
+            pass
+        name = os.path.splitext(os.path.basename(spec))[0]
+        return Task(id=f"file:{name}", level=1, name=name, origin=f"file:{spec}", source=source,
+                    path=os.path.abspath(spec), op_policy=policy)
+    try:
+        from kernelbench.catalog import find_task
+    except ImportError:
+        raise UsageError(f"no task file {spec!r} (and no task catalog to look ids up in)") from None
+    try:
+        return find_task(spec)
+    except (ValueError, OSError) as e:
+        raise UsageError(f"unknown task {spec!r}: {e}") from None
+
+
+def _summary(task_id: str, r) -> str:
+    c = r.conditions
+    lines = [f"{task_id}: {r.status}" + (f"  speedup {r.speedup:.3g}x ({r.runtime_ms:.4g} ms vs {r.ref_runtime_ms:.4g} ms)"
+                                         if r.correct else ""),
+             f"  score {r.score:.3g}  compile {r.compile_s:.1f} s{' (cached)' if r.cached_build else ''}  run {r.run_s:.1f} s",
+             f"  {c.device} {c.device_name} | torch {c.torch_version} | sandbox {c.sandbox or '-'} | policy {c.op_policy}"]
+    if r.flags:
+        lines.append("  flags: " + ", ".join(r.flags))
+    lines.append("")
+    lines.append(r.feedback)
+    return "\n".join(lines)
+
+
+def _compile_only(args, src: str) -> int:
+    from kernelbench.builds import nvcc_compile_check
+
+    check = nvcc_compile_check(src)
+    if args.json:
+        print(json.dumps(check.to_dict(), sort_keys=True))
+    else:
+        print(f"nvcc compile check: {'ok' if check.ok else 'FAILED'} ({check.sources} source(s), {check.wall_s:.1f} s)")
+        if check.log:
+            print(check.log)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        with open(args.candidate) as f:
+            src = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"cannot read candidate {args.candidate}: {e}") from None
+    if args.trials is not None and args.trials < 1:
+        raise UsageError("--trials must be >= 1")
+    if args.compile_only:
+        return _compile_only(args, src)
+    task = resolve_task(args.task)
+    from kernelbench.config import EvalConfig
+    from kernelbench.evaluate import HarnessError, evaluate
+    from kernelbench.task import TaskFormatError
+
+    config = EvalConfig(device=args.device, size=args.size or args.device.replace("cuda", "gpu"),
+                        op_policy=args.op_policy or "", build_cache_dir=args.cache_dir)
+    if args.trials is not None:
+        config = replace(config, timing_trials=args.trials)
+    if args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise UsageError("--device cuda needs a CUDA GPU (use --compile-only to check CUDA sources without one)")
+    try:
+        result = evaluate(task, src, config)
+    except (HarnessError, TaskFormatError) as e:
+        raise UsageError(str(e)) from None
+    print(result.to_json() if args.json else _summary(task.id, result))
+    return 0

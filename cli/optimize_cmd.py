@@ -1,0 +1,68 @@
+"""`kernel-agent optimize FILE`: search for a faster, correct kernel version of the user's module.
+
+    kernel-agent optimize my_model.py --backend openai --base-url http://localhost:8000/v1 \\
+        --model Qwen/Qwen3-8B --device cuda --trajectories 8 --turns 4 --out runs/my_model
+
+Exit codes: 0 a correct kernel was found (OUT/best.py), 1 none was, 2 bad arguments or FILE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from agent.policy import BACKENDS
+from agent.strategies import STRATEGIES
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("optimize", help="write a faster kernel version of your own KernelBench-format module",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("file", metavar="FILE", help="module defining Model, get_inputs and get_init_inputs")
+    p.add_argument("--backend", choices=BACKENDS, default="openai")
+    p.add_argument("--model", default="", help="model name (openai) or local checkpoint (hf, vllm)")
+    p.add_argument("--base-url", default="",
+                   help="chat-completions root for --backend openai, e.g. http://localhost:8000/v1")
+    p.add_argument("--trajectories", type=int, default=4, help="parallel trajectories (N)")
+    p.add_argument("--turns", type=int, default=4, help="refinement turns per trajectory (T; per round for beam)")
+    p.add_argument("--strategy", choices=STRATEGIES, default="parallel")
+    p.add_argument("--rounds", type=int, default=2, help="beam search rounds")
+    p.add_argument("--beam-keep", type=int, default=1, help="beam search: trajectories kept after each round")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
+    p.add_argument("--size", choices=("cpu", "gpu"), default="", help="input size (default: matches --device)")
+    p.add_argument("--op-policy", choices=("strict", "partial"), default="",
+                   help="PyTorch ops allowed beside kernels? (default: the file's OP_POLICY, else strict)")
+    p.add_argument("--out", default="optimize_out", help="output directory (a rerun resumes from it)")
+    p.add_argument("--temperature", type=float, default=0.9)
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--max-tokens", type=int, default=8192)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--hardware", default="", help="target hardware named in the prompt (default: detected)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from cli.main import UsageError
+    from agent.optimize import OptimizeConfig, ProblemFileError, optimize
+
+    for name in ("trajectories", "turns", "rounds", "beam_keep", "max_tokens"):
+        if getattr(args, name) < 1:
+            raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    if args.backend == "openai" and not args.base_url:
+        raise UsageError("--backend openai needs --base-url")
+    if args.backend in ("hf", "vllm") and not args.model:
+        raise UsageError(f"--backend {args.backend} needs --model (a local checkpoint)")
+    config = OptimizeConfig(file=args.file, out=args.out, backend=args.backend, model=args.model,
+                            base_url=args.base_url, device=args.device, size=args.size, strategy=args.strategy,
+                            trajectories=args.trajectories, turns=args.turns, rounds=args.rounds,
+                            beam_keep=args.beam_keep, temperature=args.temperature, top_p=args.top_p,
+                            max_tokens=args.max_tokens, seed=args.seed, op_policy=args.op_policy,
+                            hardware=args.hardware)
+    try:
+        outcome = optimize(config)
+    except ProblemFileError as e:
+        raise UsageError(str(e)) from None
+    if outcome.best is None:
+        sys.stderr.write(f"kernel-agent optimize: no correct kernel found; see {outcome.out_dir}/report.md\n")
+        return 1
+    print(f"best: {outcome.best.speedup:.3f}x -> {outcome.out_dir}/best.py (report: {outcome.out_dir}/report.md)")
+    return 0

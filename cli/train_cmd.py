@@ -1,0 +1,51 @@
+"""`kernel-agent train`: multi-turn GRPO (train/grpo.py), or the whole CPU pipeline (train/pipeline.py).
+
+    kernel-agent train --preset cpu-tiny --steps 2 --out runs/rl          # needs `model:` (an SFT output)
+    kernel-agent train --preset cpu-tiny --pipeline --out runs/cpu-tiny   # SFT -> RL -> bench -> report
+    kernel-agent train --config configs/qwen3-8b-8gpu.yaml --resume
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from cli.main import UsageError
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("train", help="multi-turn GRPO with the harness in the loop")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--config", help="preset file (YAML/JSON); its `train:` section is used")
+    src.add_argument("--preset", help="preset name under configs/ (cpu-tiny, qwen3-8b-8gpu, qwq-32b-multinode)")
+    p.add_argument("--steps", type=int, help="training steps (overrides the preset)")
+    p.add_argument("--out", help="output folder (overrides the preset)")
+    p.add_argument("--model", help="policy to start from (overrides the preset)")
+    p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    p.add_argument("--pipeline", action="store_true",
+                   help="run SFT warm start, RL, held-out bench and report into --out (cpu-tiny)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from train.config import TrainConfig, load_config
+
+    preset = args.config or args.preset
+    if args.pipeline:
+        from train.pipeline import run_pipeline
+
+        try:
+            run_pipeline(preset, out=args.out or "runs/pipeline", steps=args.steps)
+        except (ValueError, FileNotFoundError) as e:
+            raise UsageError(str(e)) from e
+        return 0
+    try:
+        config = load_config(TrainConfig, preset, "train", {"steps": args.steps, "out": args.out, "model": args.model})
+    except (ValueError, FileNotFoundError) as e:
+        raise UsageError(str(e)) from e
+    if not config.model:
+        from train.pipeline import ensure_warm_start
+
+        config = ensure_warm_start(preset, config)
+    from train.grpo import main
+
+    main(config, resume=args.resume)
+    return 0

@@ -1,0 +1,418 @@
+"""A benchmark run: tasks × trajectories × turns through the agent, one results.jsonl record per kernel.
+
+    kernel-agent bench --tasks builtin:heldout --backend openai --base-url http://localhost:8000/v1 \
+        --model my-model --trajectories 16 --turns 8 --device cuda --out runs/bench-my-model
+
+Resuming: every kernel is appended to `results.jsonl` (flushed and fsynced) the moment the harness
+returns its verdict, so a killed run loses only the evaluations in flight. `--resume` reads the file
+back, rebuilds each unfinished trajectory from its finished turns (kernel, summary, feedback: what the
+next prompt needs) and continues it for the turns it still lacks, so no finished evaluation is redone.
+A torn last line (a kill mid-write) is cut off before appending.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from collections import defaultdict
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Callable, Iterable
+
+from evals import baselines as bl
+from kernelbench.config import EvalConfig
+from kernelbench.result import EvalResult
+from kernelbench.task import Task
+
+SPLITS = ("train", "heldout", "extra", "all")
+BACKENDS = ("hf", "vllm", "openai", "replay")
+RESUME_KEYS = ("tasks", "level", "limit", "backend", "model", "from_dir", "device", "size", "op_policy")
+"""Config fields a resumed run must share with the run it continues (trajectories and turns may grow)."""
+
+
+class BenchError(ValueError):
+    """A run that cannot start as asked (bad task spec, output folder in use, mismatched resume)."""
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """Everything `kernel-agent bench` was asked; saved resolved as DIR/config.json."""
+
+    tasks: str = "builtin:heldout"
+    """`ORIGIN[:SPLIT][:level_N]` (see `parse_task_spec`)."""
+    level: int = 0
+    """Only tasks of this level (0: every level)."""
+    limit: int = 0
+    """Only the first N tasks after filtering (0: all)."""
+    backend: str = "openai"
+    """`hf`, `vllm`, `openai`, or `replay` (re-evaluate the kernels of `from_dir`, no model)."""
+    model: str = ""
+    """Model name or path for the backend."""
+    base_url: str = ""
+    """Chat-completions endpoint for `openai`."""
+    from_dir: str = ""
+    """Earlier run folder whose kernels `replay` re-evaluates."""
+    trajectories: int = 16
+    """N trajectories per task (Kevin-32B evaluates best@16)."""
+    turns: int = 8
+    """T refinement turns per trajectory (Kevin-32B's test-time setting)."""
+    device: str = "cpu"
+    """`cpu` (C++ kernels) or `cuda`."""
+    size: str = ""
+    """Task size (`cpu` or `gpu`); empty: `gpu` on cuda, `cpu` on cpu."""
+    out: str = "runs/bench"
+    """Output folder."""
+    resume: bool = False
+    """Continue the run in `out` instead of refusing to touch it."""
+    temperature: float = 0.9
+    top_p: float = 1.0
+    max_tokens: int = 4096
+    seed: int = 0
+    token_budget: int = 8192
+    """Prompt token budget (oldest turns dropped first)."""
+    hardware: str = ""
+    """Hardware named in the prompt; empty: the device name the harness reads."""
+    op_policy: str = ""
+    """`strict`, `partial`, or empty for each task's own policy."""
+    timing_trials: int = 100
+    compile_workers: int = 2
+    run_workers: int = 1
+    build_cache_dir: str = ""
+    compile_baseline: bool = True
+    """Report speedups against `torch.compile` too (cached per task/size/device/torch; see evals.baselines)."""
+    refresh_baselines: bool = False
+    """Measure the baselines again instead of reading the cache."""
+    baseline_cache: str = ""
+    """Baseline cache file; empty: `$KERNEL_AGENT_BASELINES` or ~/.cache/kernel-agent/baselines.json."""
+
+    def resolved_size(self) -> str:
+        return self.size or ("gpu" if self.device == "cuda" else "cpu")
+
+    def eval_config(self) -> EvalConfig:
+        return EvalConfig(device=self.device, size=self.resolved_size(), op_policy=self.op_policy,
+                          timing_trials=self.timing_trials, build_cache_dir=self.build_cache_dir)
+
+
+def parse_task_spec(spec: str) -> tuple[str, str, int]:
+    """`ORIGIN[:SPLIT][:level_N]` -> (origin, split, level).
+
+    Origins hold colons themselves (`kernelbench:/data/KB`, `hf:ScalingIntelligence/KernelBench`), so
+    selectors are read from the right: a trailing segment that is a split name (`train`, `heldout`,
+    `extra`, `all`) or a level (`level_2`, as the dataset names its splits, or `L2`) is a selector; at
+    most one of each, in either order. The split defaults to `heldout`: a benchmark measures tasks the
+    agent did not train on; ask for `:all` to run a whole level.
+    """
+    parts = spec.split(":")
+    split, level = "", 0
+    while len(parts) > 1:
+        last = parts[-1]
+        lvl = _level_of(last)
+        if last in SPLITS and not split:
+            split = last
+        elif lvl and not level:
+            level = lvl
+        else:
+            break
+        parts.pop()
+    origin = ":".join(parts)
+    if not origin or (origin not in ("builtin",) and not origin.startswith(("kernelbench:", "hf:"))):
+        raise BenchError(f"--tasks {spec!r}: origin must be builtin, kernelbench:PATH or hf:NAME "
+                         f"(optionally :train|:heldout|:extra|:all and :level_N)")
+    return origin, split or "heldout", level
+
+
+def _level_of(segment: str) -> int:
+    for prefix in ("level_", "level", "L"):
+        rest = segment[len(prefix):]
+        if segment.startswith(prefix) and rest.isdigit() and 1 <= int(rest) <= 4:
+            return int(rest)
+    return 0
+
+
+def resolve_tasks(spec: str, level: int = 0, limit: int = 0) -> list[Task]:
+    """The tasks a spec names, filtered by level and cut to `limit`; level-4 tasks needing weights are skipped."""
+    from kernelbench.catalog import OriginError, load_tasks
+    from kernelbench.splits import select
+
+    origin, split, spec_level = parse_task_spec(spec)
+    if level and spec_level and level != spec_level:
+        raise BenchError(f"--level {level} contradicts --tasks {spec!r}")
+    level = level or spec_level
+    try:
+        tasks = select(load_tasks(origin), split)
+    except OriginError as e:
+        raise BenchError(str(e)) from None
+    tasks = [t for t in tasks if (not level or t.level == level) and not t.needs_weights]
+    tasks = tasks[:limit] if limit > 0 else tasks
+    if not tasks:
+        raise BenchError(f"--tasks {spec!r}{f' --level {level}' if level else ''} selects no task")
+    return tasks
+
+
+class ResultsLog:
+    """DIR/results.jsonl: one JSON record per evaluated kernel, appended and fsynced as each finishes."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def load(self) -> list[dict[str, Any]]:
+        """Every complete record; a torn last line is cut off the file so appends stay line-aligned."""
+        if not os.path.exists(self.path):
+            return []
+        with open(self.path, "rb") as f:
+            data = f.read()
+        if data and not data.endswith(b"\n"):
+            data = data[:data.rfind(b"\n") + 1]
+            with open(self.path, "r+b") as f:
+                f.truncate(len(data))
+        records = []
+        for line in data.decode("utf-8").splitlines():
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue
+        return records
+
+    def append(self, record: dict[str, Any]) -> None:
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def record_key(rec: dict[str, Any]) -> tuple[str, str, int]:
+    return rec["task"], str(rec["trajectory"]), int(rec["turn"])
+
+
+def make_record(task: Task, traj_id: str, turn_index: int, result: EvalResult, *, candidate: str, summary: str = "",
+                response: str = "", reasoning: str = "", compile_baseline: str = "none", **extra: Any) -> dict[str, Any]:
+    """One results.jsonl line: where the kernel sits, what it was, and the harness's full verdict."""
+    return {"task": task.id, "level": task.level, "origin": task.origin, "trajectory": traj_id, "turn": turn_index,
+            "candidate": candidate, "summary": summary, "response": response, "reasoning": reasoning,
+            "compile_baseline": compile_baseline, "result": result.to_dict(), **extra}
+
+
+def prepare_out_dir(config: BenchConfig) -> list[dict[str, Any]]:
+    """Refuse to overwrite a run; on --resume check it is the same run. Returns the records already there."""
+    log = ResultsLog(os.path.join(config.out, "results.jsonl"))
+    old_cfg_path = os.path.join(config.out, "config.json")
+    if not config.resume:
+        if os.path.exists(log.path):
+            raise BenchError(f"{config.out} already holds a run: pass --resume to continue it or choose another --out")
+        return []
+    if os.path.exists(old_cfg_path):
+        with open(old_cfg_path, encoding="utf-8") as f:
+            old = json.load(f).get("bench", {})
+        diff = [k for k in RESUME_KEYS if k in old and old[k] != getattr(config, k)]
+        if diff:
+            raise BenchError(f"--resume: {config.out} was run with other settings ({', '.join(diff)})")
+    return log.load()
+
+
+def write_config(config: BenchConfig, tasks: list[Task], extra: dict[str, Any] | None = None) -> None:
+    from kernelbench import telemetry
+
+    torch_v, cuda_v = telemetry.versions()
+    doc = {"bench": asdict(config), "eval": asdict(config.eval_config()),
+           "tasks": [{"id": t.id, "level": t.level, "origin": t.origin} for t in tasks],
+           "environment": {"device_name": telemetry.read(config.device).device_name, "torch_version": torch_v,
+                           "cuda_version": cuda_v, "python": platform.python_version(), "host": platform.node()},
+           **(extra or {})}
+    os.makedirs(config.out, exist_ok=True)
+    tmp = os.path.join(config.out, "config.json.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+    os.replace(tmp, os.path.join(config.out, "config.json"))
+
+
+def load_baselines(config: BenchConfig, tasks: list[Task], say: Callable[[str], None]) -> dict[str, bl.Baseline]:
+    """torch.compile baselines per task (from the cache, or measured now)."""
+    if not config.compile_baseline:
+        return {}
+    cache = bl.BaselineCache(config.baseline_cache)
+    found = {}
+    for task in tasks:
+        baseline, cached = bl.get_or_measure(task, config.eval_config(), cache, refresh=config.refresh_baselines)
+        found[task.id] = baseline
+        say(f"baseline {task.id}: eager {baseline.eager_ms:.3f} ms, torch.compile {baseline.compile_ms:.3f} ms"
+            f" ({'cached' if cached else 'measured'})")
+    return found
+
+
+def resume_jobs(tasks: list[Task], trajectories: int, turns: int, done: list[dict[str, Any]]):
+    """(job, turns still to run) for every trajectory that is not finished, with its finished turns as history."""
+    from agent.episode import Job, Turn
+
+    have: dict[tuple[str, str], dict[int, dict[str, Any]]] = defaultdict(dict)
+    for rec in done:
+        have[(rec["task"], str(rec["trajectory"]))][int(rec["turn"])] = rec
+    for task in tasks:
+        for i in range(trajectories):
+            got = have.get((task.id, str(i)), {})
+            history = []
+            while len(history) in got:  # the contiguous finished prefix; a later turn needs all earlier ones
+                rec = got[len(history)]
+                history.append(Turn(index=len(history), prompt=[], response=rec.get("response", ""),
+                                    reasoning=rec.get("reasoning", ""), summary=rec.get("summary", ""),
+                                    candidate=rec.get("candidate", ""), result=EvalResult.from_dict(rec["result"]),
+                                    score=float(rec["result"].get("score", 0.0))))
+            if len(history) < turns:
+                yield Job(task=task, traj_id=str(i), history=tuple(history)), turns - len(history)
+
+
+def group_jobs(pending: Iterable[tuple[Any, int]], op_policy: str) -> dict[tuple[int, str], list[Any]]:
+    """Jobs grouped by (turns still to run, op policy): one EpisodeRunner serves each group."""
+    groups: dict[tuple[int, str], list[Any]] = defaultdict(list)
+    for job, remaining in pending:
+        groups[(remaining, op_policy or job.task.op_policy or "strict")].append(job)
+    return dict(sorted(groups.items(), key=lambda kv: -kv[0][0]))
+
+
+def run_agent(config: BenchConfig, tasks: list[Task], done: list[dict[str, Any]], evaluator, policy,
+              baselines: dict[str, bl.Baseline], on_record: Callable[[dict[str, Any]], None]) -> None:
+    """Run every unfinished (task, trajectory) to `config.turns` turns, appending each kernel as it is judged."""
+    from agent.episode import EpisodeRunner
+    from agent.policy import SamplingConfig
+    from agent.prompts import PromptSettings
+
+    log = ResultsLog(os.path.join(config.out, "results.jsonl"))
+    hardware = config.hardware or bl.device_identity(config.device)[0]
+    sampling = SamplingConfig(temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens,
+                              seed=config.seed)
+
+    def on_turn(task: Task, traj_id: str, turn) -> None:
+        result, source = bl.apply_compile_baseline(turn.result, baselines.get(task.id))
+        rec = make_record(task, traj_id, turn.index, result, candidate=turn.candidate, summary=turn.summary,
+                          response=turn.response, reasoning=turn.reasoning, compile_baseline=source,
+                          finish_reason=turn.finish_reason, generate_s=turn.generate_s)
+        log.append(rec)
+        on_record(rec)
+
+    for (remaining, policy_name), jobs in group_jobs(resume_jobs(tasks, config.trajectories, config.turns, done),
+                                                     config.op_policy).items():
+        settings = PromptSettings(device=config.device, hardware=hardware, op_policy=policy_name,
+                                  token_budget=config.token_budget)
+        runner = EpisodeRunner(policy, evaluator, turns=remaining, sampling=sampling, prompt_settings=settings,
+                               on_turn=on_turn)
+        runner.run(jobs)
+
+
+def select_records(records: list[dict[str, Any]], tasks: list[Task], trajectories: int | None,
+                   turns: int | None) -> list[dict[str, Any]]:
+    """The records of this run's tasks, trajectories < N and turns < T, one per key (the first written)."""
+    ids = {t.id for t in tasks}
+    seen, out = set(), []
+    for rec in records:
+        key = record_key(rec)
+        if key in seen or rec["task"] not in ids:
+            continue
+        traj = str(rec["trajectory"])
+        if trajectories is not None and traj.isdigit() and int(traj) >= trajectories:
+            continue
+        if turns is not None and int(rec["turn"]) >= turns:
+            continue
+        seen.add(key)
+        out.append(rec)
+    return out
+
+
+class Progress:
+    """Live progress (rich): kernels judged, statuses so far, best speedup."""
+
+    def __init__(self, total: int, enabled: bool = True):
+        self.counts: dict[str, int] = defaultdict(int)
+        self.best = 0.0
+        self._bar = None
+        if enabled and total:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn
+
+            self._bar = Bar(TextColumn("[bold]bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            TextColumn("{task.description}"))
+            self._task = self._bar.add_task("", total=total)
+            self._bar.start()
+
+    def __call__(self, rec: dict[str, Any]) -> None:
+        res = rec["result"]
+        self.counts[res["status"]] += 1
+        if res["status"] == "correct":
+            self.best = max(self.best, float(res.get("speedup", 0.0)))
+        if self._bar is not None:
+            text = " ".join(f"{k}:{v}" for k, v in sorted(self.counts.items())) + f" best {self.best:.2f}x"
+            self._bar.update(self._task, advance=1, description=text)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+@dataclass(frozen=True)
+class BenchOutcome:
+    out_dir: str
+    metrics: dict[str, Any]
+    new_kernels: int
+    """Kernels evaluated by this invocation (0 when a resumed run had nothing left)."""
+
+
+def run_bench(config: BenchConfig, policy=None, say: Callable[[str], None] = print,
+              progress: bool = True) -> BenchOutcome:
+    """Resolve tasks, write config.json, run (or replay) every unfinished kernel, then metrics and report.
+
+    `policy` overrides the backend (tests and callers that hold a model already)."""
+    from evals import replay
+    from evals.metrics import compute_metrics
+    from evals.report import write_report
+    from kernelbench.evaluator import Evaluator
+
+    done = prepare_out_dir(config)
+    if config.backend == "replay":
+        source = replay.load_source(config.from_dir)
+        config = replace(config, trajectories=source.trajectories, turns=source.turns)
+        tasks = replay.source_tasks(source, config.level, config.limit)
+    else:
+        tasks = resolve_tasks(config.tasks, config.level, config.limit)
+    write_config(config, tasks)
+    baselines = load_baselines(config, tasks, say)
+    done_keys = {record_key(r) for r in done}
+    if config.backend == "replay":
+        todo = [r for r in replay.records_for(source, tasks) if record_key(r) not in done_keys]
+    else:
+        todo = [k for k in ((t.id, str(i), j) for t in tasks for i in range(config.trajectories)
+                            for j in range(config.turns)) if k not in done_keys]
+    bar = Progress(len(todo), enabled=progress)
+    new = []
+
+    def on_record(rec: dict[str, Any]) -> None:
+        new.append(rec)
+        bar(rec)
+
+    try:
+        if todo:
+            with Evaluator(config.eval_config(), compile_workers=config.compile_workers,
+                           run_workers=config.run_workers) as evaluator:
+                if config.backend == "replay":
+                    replay.run_replay(config, tasks, todo, evaluator, baselines, on_record)
+                else:
+                    if policy is None:
+                        policy = make_backend(config)
+                    run_agent(config, tasks, done, evaluator, policy, baselines, on_record)
+    finally:
+        bar.close()
+    records = select_records(ResultsLog(os.path.join(config.out, "results.jsonl")).load(), tasks,
+                             config.trajectories, config.turns)
+    metrics = compute_metrics(records, config.turns)
+    metrics["expected_kernels"] = len(tasks) * config.trajectories * config.turns
+    with open(os.path.join(config.out, "metrics.json"), "w", encoding="utf-8") as f:
+        json.dump(metrics, f, indent=1, sort_keys=True)
+    write_report(config.out, metrics, records, config=asdict(config))
+    return BenchOutcome(config.out, metrics, len(new))
+
+
+def make_backend(config: BenchConfig):
+    from agent.policy import make_policy
+
+    if not config.model:
+        raise BenchError(f"--backend {config.backend} needs --model")
+    try:
+        return make_policy(config.backend, config.model, base_url=config.base_url, device=config.device)
+    except ValueError as e:
+        raise BenchError(str(e)) from None

@@ -1,0 +1,113 @@
+"""Comparing a candidate's returned tensors with the reference's, in the parent.
+
+DESIGN.md rule 3: same structure, shape, dtype and device; no tensor subclasses; dense, non-overlapping
+strides; NaN positions agree; values within per-dtype atol/rtol (KernelBench HEAD: 1e-4 fp32, 1e-2
+fp16/bf16); inputs unchanged by the call. Tensors arrive here from `torch.load(weights_only=True)`, so they
+are plain tensors whatever the child did; the metadata the child recorded before converting them is what
+reveals a subclass or odd strides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+MAX_POSITIONS = 3
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Verdict on one input set (or the whole evaluation, when merged)."""
+
+    ok: bool
+    reason: str = ""
+    """Empty when ok; else one line saying what differs."""
+    max_abs_error: float = 0.0
+    output_index: int = -1
+    """Which output (flattened order) differed most; -1 when not a value mismatch."""
+    positions: tuple[str, ...] = ()
+    """A few `index: got vs expected` strings for the feedback."""
+
+
+def _tol(table: dict[str, float], dtype: torch.dtype) -> float:
+    name = str(dtype).replace("torch.", "")
+    return table.get(name, table.get("float32", 1e-4))
+
+
+def _positions(got: torch.Tensor, want: torch.Tensor, bad: torch.Tensor) -> tuple[str, ...]:
+    idx = bad.nonzero()[:MAX_POSITIONS]
+    out = []
+    for row in idx.tolist():
+        i = tuple(row)
+        out.append(f"{list(i)}: got {got[i].item():.6g}, expected {want[i].item():.6g}")
+    return tuple(out)
+
+
+def compare_tensor(got: torch.Tensor, want: torch.Tensor, atol: dict[str, float], rtol: dict[str, float]) -> Comparison:
+    if got.shape != want.shape:
+        return Comparison(False, f"shape {list(got.shape)} != expected {list(want.shape)}")
+    if got.dtype != want.dtype:
+        return Comparison(False, f"dtype {got.dtype} != expected {want.dtype}")
+    if not (got.is_floating_point() or got.is_complex()):
+        bad = got != want
+        if bad.any():
+            return Comparison(False, f"{int(bad.sum())} of {bad.numel()} elements differ", 0.0, -1,
+                              _positions(got, want, bad))
+        return Comparison(True)
+    g, w = got.double(), want.double()
+    nan_g, nan_w = torch.isnan(g), torch.isnan(w)
+    if not torch.equal(nan_g, nan_w):
+        bad = nan_g != nan_w
+        return Comparison(False, f"NaN positions disagree at {int(bad.sum())} elements", float("nan"), -1,
+                          _positions(got, want, bad))
+    a, r = _tol(atol, got.dtype), _tol(rtol, got.dtype)
+    finite = ~nan_w
+    diff = (g - w).abs().masked_fill(~finite, 0.0)
+    inf_mismatch = (torch.isinf(g) | torch.isinf(w)) & (g != w) & finite
+    diff = diff.masked_fill(inf_mismatch, float("inf")).nan_to_num(nan=0.0)
+    bad = (diff > a + r * w.abs().nan_to_num(nan=0.0, posinf=0.0, neginf=0.0)) | inf_mismatch
+    max_err = float(diff.max()) if diff.numel() else 0.0
+    if bad.any():
+        return Comparison(False, f"{int(bad.sum())} of {bad.numel()} elements outside atol={a:g} rtol={r:g} "
+                          f"(max abs error {max_err:.3g})", max_err, -1, _positions(got, want, bad))
+    return Comparison(True, "", max_err)
+
+
+def compare_outputs(got: list[torch.Tensor], want: list[torch.Tensor], meta: list[dict[str, Any]],
+                    device: str, atol: dict[str, float], rtol: dict[str, float]) -> Comparison:
+    """One input set: the candidate's flattened outputs against the reference's."""
+    if len(got) != len(want):
+        return Comparison(False, f"returned {len(got)} tensors, expected {len(want)}")
+    worst = Comparison(True)
+    for i, (g, w) in enumerate(zip(got, want)):
+        m = meta[i] if i < len(meta) else {}
+        if not isinstance(g, torch.Tensor) or type(g) is not torch.Tensor:
+            return Comparison(False, f"output {i} is not a plain tensor", output_index=i)
+        if meta and not m.get("exact_tensor", False):
+            return Comparison(False, f"output {i} is a tensor subclass ({m.get('type')}); return plain tensors", output_index=i)
+        if meta and m.get("device") != device:
+            return Comparison(False, f"output {i} is on {m.get('device')}, expected {device}", output_index=i)
+        if meta and (not m.get("dense", False) or m.get("layout") != "torch.strided"):
+            return Comparison(False, f"output {i} has overlapping or non-dense strides / a sparse layout", output_index=i)
+        c = compare_tensor(g, w, atol, rtol)
+        if not c.ok:
+            return Comparison(False, f"output {i}: {c.reason}", c.max_abs_error, i, c.positions)
+        if c.max_abs_error > worst.max_abs_error:
+            worst = Comparison(True, "", c.max_abs_error, i)
+    return worst
+
+
+def inputs_unchanged(before: list[Any], after: list[Any]) -> str:
+    """Empty when every tensor argument is bit-identical after the call; else which one changed."""
+    for i, (b, a) in enumerate(zip(before, after)):
+        if not isinstance(b, torch.Tensor):
+            continue
+        if not isinstance(a, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
+            return f"input {i} was replaced"
+        same = torch.equal(a, b) or (b.is_floating_point() and torch.equal(torch.isnan(a), torch.isnan(b))
+                                      and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0)))
+        if not same:
+            return f"input {i} was modified in place (inputs must be left unchanged)"
+    return ""

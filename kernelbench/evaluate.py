@@ -1,0 +1,335 @@
+"""`evaluate(task, candidate_src, config) -> EvalResult`: one candidate through the whole harness.
+
+Stages (DESIGN.md, "The harness: rules"):
+1. `precheck` (parent, no execution): the source parses and defines `ModelNew`; static policy checks.
+2. `compile_stage`: import the candidate in a sandboxed child that builds its extension into the build cache
+   (`kernelbench.builds`); cached by source + toolchain.
+3. `run_stage`: fresh seeds; a reference child (task code only) makes inputs, reference outputs and the
+   reference timing; a run child (candidate) gets only the inputs and returns outputs and its timing; the
+   parent compares, judges the dynamic checks, re-verifies suspicious speedups, and reads telemetry.
+`kernelbench.evaluator.Evaluator` runs stage 2 in a pool ahead of stage 3. Every fault of the candidate
+becomes a status; only harness faults (a broken task, a required sandbox missing) raise.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import secrets
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from kernelbench import builds, feedback, nvrtc, sandbox, telemetry, worker
+from kernelbench.compare import Comparison, compare_outputs, inputs_unchanged
+from kernelbench.config import EvalConfig
+from kernelbench.inputs import Seeds, draw_seeds
+from kernelbench.result import (COMPILE_ERROR, CORRECT, FORMAT_ERROR, INCORRECT, REJECTED, RUNTIME_ERROR, TIMEOUT,
+                                Conditions, EvalResult)
+from kernelbench.task import Task
+
+SIGNAL_NAMES = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 24: "SIGXCPU", 25: "SIGXFSZ"}
+
+
+class HarnessError(RuntimeError):
+    """The harness could not evaluate (the task's reference failed, the sandbox is missing): not the candidate's fault."""
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A candidate past the compile stage, ready for the run stage (or already decided)."""
+
+    task: Task
+    src: str
+    config: EvalConfig
+    build: builds.BuildOutcome | None
+    decided: EvalResult | None = None
+    """Set when the candidate failed before the run stage (format, static check, compile)."""
+
+
+def policy_of(task: Task, config: EvalConfig) -> str:
+    return config.op_policy or task.op_policy or "strict"
+
+
+def _optional(name: str) -> Any:
+    try:
+        return __import__(f"kernelbench.{name}", fromlist=[name])
+    except ImportError:
+        return None
+
+
+def _decided(status: str, config: EvalConfig, policy: str, detail: str = "", flags: tuple[str, ...] = (),
+             reasons: dict[str, str] | None = None, **fields: Any) -> EvalResult:
+    text = feedback.render(status, detail=detail, flags=flags, reasons=reasons)
+    cond = Conditions(device=config.device, op_policy=policy, size=config.size)
+    return EvalResult(status=status, flags=flags, feedback=text, conditions=cond, **fields)
+
+
+def precheck(task: Task, src: str, config: EvalConfig) -> EvalResult | None:
+    """Format and static checks, in the parent, without executing anything."""
+    policy = policy_of(task, config)
+    try:
+        tree = ast.parse(src)
+    except SyntaxError as e:
+        return _decided(FORMAT_ERROR, config, policy, f"syntax error on line {e.lineno}: {e.msg}")
+    defined = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    if "ModelNew" not in defined:
+        return _decided(FORMAT_ERROR, config, policy, "no `class ModelNew(nn.Module)` defined at module level")
+    checks = _optional("static_checks") if config.static_checks else None
+    if checks is not None:
+        violations = checks.check_source(src, config.device)
+        if violations:
+            reasons = {v.flag: v.reason for v in violations}
+            return _decided(REJECTED, config, policy, "", tuple(reasons), reasons)
+    return None
+
+
+def compile_stage(task: Task, src: str, config: EvalConfig, jobs: int = 0) -> Staged:
+    early = precheck(task, src, config)
+    if early is not None:
+        return Staged(task, src, config, None, early)
+    pch_dir = builds.ensure_pch()  # trusted parent, once per toolchain; CUDA builds' main.cpp uses it too
+    out = builds.build(src, config, jobs, pch_dir)
+    policy = policy_of(task, config)
+    fields = dict(compile_s=out.compile_s, cached_build=out.cached)
+    if out.status == "ok":
+        return Staged(task, src, config, out)
+    status = {"timeout": TIMEOUT, "format_error": FORMAT_ERROR}.get(out.status, COMPILE_ERROR)
+    head = "compilation failed:\n" if status == COMPILE_ERROR else ""
+    return Staged(task, src, config, out, _decided(status, config, policy, head + out.error_text, **fields))
+
+
+def _job(config: EvalConfig, mode: str, seeds: Seeds, nonce: str, **extra: Any) -> dict[str, Any]:
+    return {"mode": mode, "nonce": nonce, "device": config.device, "threads": config.threads,
+            "init_seed": seeds.init_seed, "input_seeds": list(seeds.input_seeds), "extra_seeds": list(seeds.extra_seeds),
+            "warmup_trials": config.warmup_trials, "timing_trials": config.timing_trials,
+            "timing_input_sets": max(1, min(config.timing_input_sets, len(seeds.input_seeds))),
+            "timing_budget_s": config.run_timeout_s / 4, **extra}
+
+
+REFERENCE_FILE_MB = 1 << 16
+"""The reference child runs trusted task code; its input and output files grow with the task (GPU sizes
+reach gigabytes), so only a generous bound applies to it."""
+
+
+def _limits(config: EvalConfig, max_file_mb: int = 0) -> sandbox.Limits:
+    return sandbox.Limits(timeout_s=config.run_timeout_s, max_processes=config.max_processes,
+                          max_file_mb=max(config.max_file_mb, max_file_mb),
+                          memory_limit_mb=config.memory_limit_mb if config.device == "cpu" else 0)
+
+
+def _spawn(config: EvalConfig, slot: sandbox.SlotLease, scratch: str, job: dict[str, Any], binds=(),
+           extensions_dir: str = "", max_file_mb: int = 0) -> tuple[sandbox.ChildOutcome, dict[str, Any]]:
+    Path(scratch, "job.json").write_text(json.dumps(job))
+    env = builds.child_env(config, extensions_dir) if extensions_dir else (("OMP_NUM_THREADS", str(config.threads)),)
+    if config.device == "cuda" and not extensions_dir:
+        env += nvrtc.child_env(config.device)
+    spec = sandbox.ChildSpec(argv=worker.child_argv(scratch), scratch_dir=scratch, limits=_limits(config, max_file_mb),
+                             binds=tuple(binds), cuda=config.device == "cuda", env=env)
+    out = sandbox.run_child(spec, slot, config.require_sandbox)
+    return out, worker.read_result(scratch, job["nonce"])
+
+
+def _load(path: str) -> dict[str, Any]:
+    import torch
+
+    return torch.load(path, weights_only=True)
+
+
+@dataclass(frozen=True)
+class Reference:
+    timing: dict[str, float]
+    compile_timing: dict[str, float]
+    structures: list[str]
+    inputs: dict[str, Any]
+    outputs: list[list[Any]]
+
+
+def run_reference(task: Task, config: EvalConfig, seeds: Seeds, slot: sandbox.SlotLease, scratch: str) -> Reference:
+    """The trusted reference in its own sandboxed child; writes inputs.pt into `scratch`."""
+    nonce = secrets.token_hex(16)
+    task_fields = {k: getattr(task, k) for k in ("id", "level", "name", "origin", "source", "path", "op_policy")}
+    job = _job(config, "reference", seeds, nonce, task=task_fields, size=config.size,
+               time_compile=config.time_compile_baseline)
+    out, res = _spawn(config, slot, scratch, job, max_file_mb=REFERENCE_FILE_MB)
+    if not res.get("ok"):
+        why = "timed out" if out.timed_out else res.get("error") or f"exit {out.returncode}: {out.stderr_tail[-800:]}"
+        raise HarnessError(f"reference of task {task.id} failed: {why}")
+    return Reference(timing=res.get("timing", {}), compile_timing=res.get("compile_timing", {}),
+                     structures=res["structures"], inputs=_load(os.path.join(scratch, "inputs.pt")),
+                     outputs=_load(os.path.join(scratch, "reference.pt"))["outputs"])
+
+
+@dataclass(frozen=True)
+class RunVerdict:
+    """The parent's reading of one run child."""
+
+    status: str
+    detail: str = ""
+    comparison: Comparison = Comparison(True)
+    timing: dict[str, float] | None = None
+    flags: tuple[str, ...] = ()
+    reasons: dict[str, str] | None = None
+    run_s: float = 0.0
+
+
+def _crash_detail(out: sandbox.ChildOutcome, res: dict[str, Any]) -> str:
+    if res:
+        kind = "out of memory" if res.get("oom") else f"error during {res.get('phase', 'run')}"
+        return f"{kind}: {res.get('error', '')}\n{_trim_tb(res.get('traceback', ''))}"
+    if out.signal:
+        name = SIGNAL_NAMES.get(out.signal, f"signal {out.signal}")
+        extra = " (killed: memory or process limit?)" if out.signal == 9 else ""
+        return f"the run process crashed with {name}{extra}\n{out.stderr_tail[-600:]}"
+    return (f"the run process exited (status {out.returncode}) without reporting a result: "
+            f"sys.exit/os._exit/exit() in the candidate?\n{out.stderr_tail[-600:]}")
+
+
+def _trim_tb(tb: str) -> str:
+    lines = [ln for ln in tb.splitlines() if "kernelbench/worker.py" not in ln]
+    return "\n".join(lines[-12:])
+
+
+def _judge(res: dict[str, Any], out: sandbox.ChildOutcome, policy: str, op_checks: bool) -> dict[str, str]:
+    """Dynamic checks from what the run child recorded: flag -> reason."""
+    found: dict[str, str] = {}
+    if res.get("timer_patched"):
+        found["dynamic:timer_patched"] = "replaced: " + ", ".join(res["timer_patched"])
+    if res.get("threads_after", 0) > res.get("threads_before", 0):
+        found["dynamic:threads"] = f"{res['threads_after'] - res['threads_before']} thread(s) still running after forward"
+    total_ms = float(res.get("timing", {}).get("total_ms", 0.0))
+    if total_ms / 1e3 > out.wall_s:
+        found["timing_inconsistent"] = f"trials sum to {total_ms / 1e3:.3f} s but the whole run took {out.wall_s:.3f} s"
+    op_policy = _optional("op_policy") if op_checks else None
+    if op_policy is not None and "op_policy" in res.get("checks_installed", []):
+        for v in op_policy.judge_ops(list(res.get("ops", [])), policy, int(res.get("kernel_calls", -1))):
+            found.setdefault(v.flag, v.reason)
+    return found
+
+
+def _compare_all(ref: Reference, cand: dict[str, Any], res: dict[str, Any], config: EvalConfig) -> Comparison:
+    if res.get("structures") != ref.structures:
+        return Comparison(False, f"output structure {res.get('structures', ['?'])[0]} != expected {ref.structures[0]}")
+    metas = res.get("output_meta", [])
+    worst = Comparison(True)
+    for i, want in enumerate(ref.outputs):
+        c = compare_outputs(cand["outputs"][i], want, metas[i] if i < len(metas) else [], config.device, config.atol, config.rtol)
+        if not c.ok:
+            return replace(c, reason=f"input set {i}: {c.reason}")
+        changed = inputs_unchanged(ref.inputs["sets"][i], cand["inputs_after"][i])
+        if changed:
+            return Comparison(False, f"input set {i}: {changed}")
+        worst = c if c.max_abs_error > worst.max_abs_error else worst
+    for i, got in enumerate(cand.get("timing_outputs", [])):
+        c = compare_outputs(got, ref.outputs[i], [], config.device, config.atol, config.rtol)
+        if not c.ok:
+            return replace(c, reason=f"during timing (input set {i}, buffers reused): {c.reason}")
+    return worst
+
+
+def run_candidate(staged: Staged, ref: Reference, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch: str) -> RunVerdict:
+    config = staged.config
+    scratch = sandbox.make_scratch(slot.uid, prefix="ka-run-")
+    try:
+        shutil.copy(os.path.join(ref_scratch, "inputs.pt"), os.path.join(scratch, "inputs.pt"))
+        Path(scratch, "candidate.py").write_text(staged.src)
+        sandbox.give_tree(scratch, slot.uid)
+        kind = sandbox.sandbox_kind(config.require_sandbox)
+        binds = builds.run_binds(staged.build.entry_dir, scratch, slot.uid, kind)
+        job = _job(config, "run", seeds, secrets.token_hex(16), candidate="candidate.py", pch_dir=staged.build.pch_dir)
+        # outputs.pt holds outputs, inputs after the call and the last timing round: a few times inputs.pt
+        inputs_mb = os.path.getsize(os.path.join(scratch, "inputs.pt")) >> 20
+        out, res = _spawn(config, slot, scratch, job, binds, os.path.join(staged.build.entry_dir, "ext"),
+                          max_file_mb=4 * inputs_mb + 64)
+        if out.timed_out:
+            return RunVerdict(TIMEOUT, f"the run stage exceeded {config.run_timeout_s:.0f} s (hang or far too slow)", run_s=out.wall_s)
+        if not res.get("ok"):
+            return RunVerdict(RUNTIME_ERROR, _crash_detail(out, res), run_s=out.wall_s)
+        try:
+            cand = _load(os.path.join(scratch, "outputs.pt"))
+        except Exception as e:  # a file the child wrote is untrusted: unreadable means no result
+            return RunVerdict(RUNTIME_ERROR, f"unreadable outputs from the run process: {type(e).__name__}", run_s=out.wall_s)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    found = _judge(res, out, policy_of(staged.task, config), config.op_checks)
+    try:
+        comparison = _compare_all(ref, cand, res, config)
+    except (KeyError, IndexError, TypeError) as e:
+        comparison = Comparison(False, f"malformed outputs from the run process ({type(e).__name__})")
+    status = REJECTED if found else (CORRECT if comparison.ok else INCORRECT)
+    detail = "" if comparison.ok else "\n".join((comparison.reason,) + comparison.positions)
+    return RunVerdict(status, detail, comparison, res.get("timing"),
+                      tuple(found), found, out.wall_s)
+
+
+def _measure_once(staged: Staged, slot: sandbox.SlotLease) -> tuple[RunVerdict, Reference | None, Seeds]:
+    config = staged.config
+    seeds = draw_seeds(config.correctness_trials, config.extra_distribution_trials)
+    ref_scratch = sandbox.make_scratch(slot.uid, prefix="ka-ref-")
+    try:
+        ref = run_reference(staged.task, config, seeds, slot, ref_scratch)
+        return run_candidate(staged, ref, seeds, slot, ref_scratch), ref, seeds
+    finally:
+        shutil.rmtree(ref_scratch, ignore_errors=True)
+
+
+def run_stage(staged: Staged) -> EvalResult:
+    """Correctness, timing, dynamic checks and telemetry for a compiled candidate."""
+    if staged.decided is not None:
+        return staged.decided
+    config, build = staged.config, staged.build
+    policy = policy_of(staged.task, config)
+    reading = telemetry.read(config.device)
+    with sandbox.SlotLease() as slot:
+        verdict, ref, seeds = _measure_once(staged, slot)
+        speedup = _speedup(ref, verdict)
+        flags, reasons = list(verdict.flags), dict(verdict.reasons or {})
+        if verdict.status == CORRECT and speedup > config.suspicious_speedup:
+            again, ref2, _ = _measure_once(staged, slot)  # fresh seeds: a cache or a lucky draw does not repeat
+            flags.append("suspicious_speedup")
+            reasons["suspicious_speedup"] = f"measured {speedup:.1f}x; re-verified with fresh inputs"
+            if again.status != CORRECT:
+                verdict = again
+                flags += [f for f in again.flags if f not in flags]
+                reasons.update(again.reasons or {})
+            speedup = min(speedup, _speedup(ref2, again)) if again.status == CORRECT else 0.0
+    torch_v, cuda_v = telemetry.versions()
+    timing = verdict.timing or {}
+    cond = Conditions(device=config.device, device_name=reading.device_name, driver_version=reading.driver_version,
+                      sm_clock_mhz=reading.sm_clock_mhz, mem_clock_mhz=reading.mem_clock_mhz,
+                      temperature_c=reading.temperature_c, power_w=reading.power_w,
+                      cpu_threads=config.threads if config.device == "cpu" else 0, torch_version=torch_v,
+                      cuda_version=cuda_v, sandbox=sandbox.sandbox_kind(config.require_sandbox), op_policy=policy,
+                      init_seed=seeds.init_seed, input_seeds=seeds.input_seeds + seeds.extra_seeds,
+                      correctness_trials=len(seeds.input_seeds) + len(seeds.extra_seeds),
+                      timing_trials=int(timing.get("trials", 0)), warmup_trials=config.warmup_trials, size=config.size)
+    correct = verdict.status == CORRECT
+    status = REJECTED if flags and any(f != "suspicious_speedup" for f in flags) else verdict.status
+    correct = correct and status == CORRECT
+    ref_ms = float(ref.timing.get("median_ms", 0.0)) if ref else 0.0
+    comp_ms = float(ref.compile_timing.get("median_ms", 0.0)) if ref else 0.0
+    run_ms = float(timing.get("median_ms", 0.0))
+    speedup = speedup if correct else 0.0
+    text = feedback.render(status, detail=verdict.detail, speedup=speedup, runtime_ms=run_ms, ref_runtime_ms=ref_ms,
+                           flags=tuple(flags), reasons=reasons, max_abs_error=verdict.comparison.max_abs_error)
+    return EvalResult(status=status, compiled=True, correct=correct, runtime_ms=run_ms,
+                      runtime_std_ms=float(timing.get("std_ms", 0.0)), ref_runtime_ms=ref_ms, compile_ref_runtime_ms=comp_ms,
+                      speedup=speedup, speedup_vs_compile=comp_ms / run_ms if correct and comp_ms and run_ms else 0.0,
+                      score=feedback.kernel_score(correct, speedup, status == REJECTED), flags=tuple(flags), feedback=text,
+                      max_abs_error=verdict.comparison.max_abs_error, compile_s=build.compile_s if build else 0.0,
+                      run_s=verdict.run_s, cached_build=bool(build and build.cached), conditions=cond)
+
+
+def _speedup(ref: Reference | None, verdict: RunVerdict) -> float:
+    if ref is None or verdict.status != CORRECT or not verdict.timing:
+        return 0.0
+    ref_ms, run_ms = float(ref.timing.get("median_ms", 0.0)), float(verdict.timing.get("median_ms", 0.0))
+    return ref_ms / run_ms if ref_ms > 0 and run_ms > 0 else 0.0
+
+
+def evaluate(task: Task, candidate_src: str, config: EvalConfig = EvalConfig()) -> EvalResult:
+    """Evaluate one candidate solution file's text against `task` (see the module docstring)."""
+    return run_stage(compile_stage(task, candidate_src, config))

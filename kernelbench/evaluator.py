@@ -1,0 +1,84 @@
+"""`Evaluator`: many candidates concurrently, a compile pool running ahead of the run workers.
+
+Compiling is CPU-bound and slow (12-90 s), running is short and wants a quiet device, so the two stages get
+separate pools: `compile_workers` threads each drive a sandboxed compile child, `run_workers` threads drive
+the run stage. A submitted candidate enters the compile pool at once and its run stage is queued the moment
+its build is done, so with many candidates the run workers never wait on a compiler (the layout Kevin-32B's
+and KernelBench's GPU evaluators leave out; DESIGN.md, Scale: CPU compile workers feed GPU run workers).
+Threads suffice: the work happens in child processes.
+
+    with Evaluator(EvalConfig(device="cpu"), compile_workers=2) as ev:
+        futures = [ev.submit(task, src) for src in candidates]
+        results = [f.result() for f in futures]
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from kernelbench.config import EvalConfig
+from kernelbench.evaluate import compile_stage, run_stage
+from kernelbench.result import EvalResult
+from kernelbench.task import Task
+
+
+class Evaluator:
+    """Concurrent evaluation; `submit` returns a Future[EvalResult] that never fails for a candidate's fault."""
+
+    def __init__(self, config: EvalConfig, compile_workers: int = 2, run_workers: int = 1):
+        if compile_workers < 1 or run_workers < 1:
+            raise ValueError("compile_workers and run_workers must be >= 1")
+        self.config = config
+        self.compile_workers = compile_workers
+        # ninja jobs per build: share the cores between concurrent compiles instead of oversubscribing them
+        self._jobs = max(1, (os.cpu_count() or 2) // compile_workers)
+        self._compile_pool = ThreadPoolExecutor(compile_workers, thread_name_prefix="ka-compile")
+        self._run_pool = ThreadPoolExecutor(run_workers, thread_name_prefix="ka-run")
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def submit(self, task: Task, candidate_src: str, config: EvalConfig | None = None) -> Future:
+        cfg = config or self.config
+        done: Future = Future()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("Evaluator is closed")
+            staged = self._compile_pool.submit(compile_stage, task, candidate_src, cfg, self._jobs)
+        staged.add_done_callback(lambda f: self._after_compile(f, done))
+        return done
+
+    def _after_compile(self, staged: Future, done: Future) -> None:
+        if staged.exception() is not None:  # a harness fault (e.g. sandbox required but missing)
+            done.set_exception(staged.exception())
+            return
+        try:
+            run = self._run_pool.submit(run_stage, staged.result())
+        except RuntimeError as e:  # pool shut down under us
+            done.set_exception(e)
+            return
+        run.add_done_callback(lambda f: _forward(f, done))
+
+    def evaluate_many(self, items: list[tuple[Task, str]]) -> list[EvalResult]:
+        futures = [self.submit(task, src) for task, src in items]
+        return [f.result() for f in futures]
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self._compile_pool.shutdown(wait=True)
+        self._run_pool.shutdown(wait=True)
+
+    def __enter__(self) -> "Evaluator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _forward(src: Future, dst: Future) -> None:
+    if src.exception() is not None:
+        dst.set_exception(src.exception())
+    else:
+        dst.set_result(src.result())

@@ -1,0 +1,52 @@
+"""The short text the agent reads next turn, and the per-kernel score.
+
+Kevin-32B (arXiv 2507.11948) feeds back the evaluation's outcome each turn (compiler errors, the mismatch,
+the speedup) and scores a kernel `S = 0.3·correct + speedup·correct`; a rejected kernel scores 0. The score
+formula lives here once; `rewards.score` computes the same from an `EvalResult`.
+"""
+
+from __future__ import annotations
+
+from kernelbench.result import CORRECT, REJECTED
+
+MAX_FEEDBACK_CHARS = 2500
+
+FLAG_REASONS = {
+    "suspicious_speedup": "speedup above the suspicion threshold; re-verified with fresh inputs and the lower speedup kept",
+    "timing_inconsistent": "the reported trial times exceed the wall time of the run; timers were tampered with",
+    "dynamic:timer_patched": "timing functions were replaced after the candidate was imported",
+    "dynamic:threads": "forward started threads (work could escape the timed window)",
+    "dynamic:no_kernel_call": "no custom kernel ran during forward",
+    "sandbox:rlimits": "ran without bubblewrap (plain child with rlimits only)",
+}
+
+
+def kernel_score(correct: bool, speedup: float, rejected: bool = False, correctness_weight: float = 0.3) -> float:
+    """`0.3·correct + speedup·correct`, 0 when rejected (DESIGN.md, Rewards)."""
+    if rejected or not correct:
+        return 0.0
+    return correctness_weight + speedup
+
+
+def flag_line(flag: str, reason: str = "") -> str:
+    return f"- {flag}: {reason or FLAG_REASONS.get(flag, 'policy check fired')}"
+
+
+def render(status: str, *, detail: str = "", speedup: float = 0.0, runtime_ms: float = 0.0, ref_runtime_ms: float = 0.0,
+           flags: tuple[str, ...] = (), reasons: dict[str, str] | None = None, max_abs_error: float = 0.0) -> str:
+    """One feedback text: status line, then what went wrong or how fast it ran, then the flags."""
+    reasons = reasons or {}
+    lines = [f"status: {status}"]
+    if status == CORRECT:
+        lines.append(f"correct; runtime {runtime_ms:.4g} ms vs eager PyTorch {ref_runtime_ms:.4g} ms: "
+                     f"speedup {speedup:.3g}x (max abs error {max_abs_error:.3g})")
+    if detail:
+        lines.append(detail.strip())
+    shown = [f for f in flags if f != "sandbox:rlimits"]
+    if shown:
+        lines.append("checks:" if status != REJECTED else "rejected by checks (score 0):")
+        lines.extend(flag_line(f, reasons.get(f, "")) for f in shown)
+    text = "\n".join(lines)
+    if len(text) > MAX_FEEDBACK_CHARS:
+        text = text[: MAX_FEEDBACK_CHARS - 20] + "\n... (truncated)"
+    return text

@@ -1,0 +1,365 @@
+"""Running untrusted code in a child process: bubblewrap when present, otherwise a plain child with rlimits.
+
+Candidates are written by a policy that is rewarded for passing the harness, so the harness treats them as
+adversarial (DESIGN.md, "The harness: rules" 1; Kevin-32B arXiv 2507.11948 reports reward hacking in
+practice). Every candidate runs in its own child; nothing the candidate does raises here: the child's fate
+comes back as a `ChildOutcome`.
+
+What the bubblewrap sandbox covers:
+- read-only root filesystem, private `/tmp`, `$HOME` hidden (a tmpfs, with only the Python prefix, site
+  packages and the project re-bound read-only), one writable scratch folder, fresh `/dev` and `/proc`;
+- no network (own net namespace), own pid/ipc/uts namespaces, a new session (no terminal injection);
+- when the harness runs as root: an unprivileged uid per worker slot with all capabilities dropped, so
+  `RLIMIT_NPROC` applies (it never does to uid 0) and a fork bomb stops; a slot's processes are all killed
+  afterwards by signalling as that uid;
+- rlimits: processes, file size, core dumps 0, address space (CPU only: the CUDA driver maps huge ranges);
+- environment cleared except a short allow-list (never API keys);
+- wall-clock timeout; the outer process group and the pid namespace die with it.
+What it does not cover: CPU-time fairness between concurrent children, GPU memory of other processes,
+kernel exploits, or reading world-readable files on the host (the root is bound read-only, not hidden).
+
+Without bubblewrap (or `setpriv`) the child is a plain process with the same rlimits, uid drop and
+environment but the host's filesystem and network: a warning is logged, and `require_sandbox` refuses.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+BWRAP = "bwrap"
+RLIMITS = "rlimits"
+SLOT_UID_BASE = 61000
+"""Sandboxed children run as uid SLOT_UID_BASE + slot (when the harness is root): one uid per slot, so
+concurrent sandboxes never share an NPROC count and a slot's leftovers can be killed by uid."""
+MAX_SLOTS = 256
+TAIL_CHARS = 6000
+ENV_ALLOWED = ("LANG", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "TORCH_EXTENSIONS_DIR",
+               "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "NVIDIA_TF32_OVERRIDE", "CUPY_CACHE_DIR", "CUPY_CACHE_SAVE_CUDA_SOURCE")
+
+
+class SandboxUnavailable(RuntimeError):
+    """`require_sandbox` is set but bubblewrap cannot run here (a harness setup fault, not a candidate's)."""
+
+
+@dataclass(frozen=True)
+class Bind:
+    """A host path made visible inside the sandbox at `dest` (same path when `dest` is empty)."""
+
+    src: str
+    dest: str = ""
+    writable: bool = False
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one child."""
+
+    timeout_s: float = 120.0
+    memory_limit_mb: int = 0
+    """RLIMIT_AS; 0 for none (CUDA children)."""
+    max_processes: int = 256
+    max_file_mb: int = 512
+
+
+@dataclass(frozen=True)
+class ChildOutcome:
+    """What happened to one child. Faults are values: nothing here is raised."""
+
+    returncode: int
+    """Exit status; negative when killed by a signal (as subprocess reports it)."""
+    signal: int
+    """The signal that killed the child (0 when it exited)."""
+    timed_out: bool
+    wall_s: float
+    stdout_tail: str
+    stderr_tail: str
+    sandbox: str
+    """`bwrap` or `rlimits`."""
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """One command to run sandboxed."""
+
+    argv: tuple[str, ...]
+    scratch_dir: str
+    """Writable folder (bound at the same path); also the child's working directory."""
+    limits: Limits = field(default_factory=Limits)
+    binds: tuple[Bind, ...] = ()
+    cuda: bool = False
+    """Bind the /dev/nvidia* device nodes."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Extra environment entries (filtered through ENV_ALLOWED)."""
+
+
+def find_bwrap() -> str:
+    """Path of a working bubblewrap (probed once), or empty. Tests monkeypatch this to force the fallback."""
+    return _probe_bwrap()
+
+
+_BWRAP_PROBE: dict[str, str] = {}
+
+
+def _probe_bwrap() -> str:
+    if "path" not in _BWRAP_PROBE:
+        path = shutil.which("bwrap") or ""
+        if path and shutil.which("setpriv"):
+            try:
+                ok = subprocess.run([path, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "true"],
+                                    capture_output=True, timeout=30).returncode == 0
+            except (OSError, subprocess.SubprocessError):
+                ok = False
+            path = path if ok else ""
+        else:
+            path = ""
+        _BWRAP_PROBE["path"] = path
+    return _BWRAP_PROBE["path"]
+
+
+def sandbox_kind(require_sandbox: bool = False) -> str:
+    """`bwrap` or `rlimits`; raises SandboxUnavailable when bubblewrap is required but absent."""
+    if find_bwrap():
+        return BWRAP
+    if require_sandbox:
+        raise SandboxUnavailable("bubblewrap (bwrap) and setpriv are required (EvalConfig.require_sandbox) but unusable here")
+    return RLIMITS
+
+
+class SlotLease:
+    """An exclusive worker slot (flock on a per-slot file, so it holds across harness processes too)."""
+
+    def __init__(self) -> None:
+        base = Path(tempfile.gettempdir()) / f"kernel-agent-slots-{os.geteuid()}"
+        base.mkdir(mode=0o700, exist_ok=True)
+        for slot in range(MAX_SLOTS):
+            fd = os.open(base / f"{slot}.lock", os.O_CREAT | os.O_RDWR, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            self.slot, self._fd = slot, fd
+            return
+        raise RuntimeError(f"all {MAX_SLOTS} sandbox slots are busy")
+
+    @property
+    def uid(self) -> int:
+        """The uid children of this slot run as, or -1 when the harness is not root (no uid drop)."""
+        return SLOT_UID_BASE + self.slot if os.geteuid() == 0 else -1
+
+    def release(self) -> None:
+        os.close(self._fd)
+
+    def __enter__(self) -> "SlotLease":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def kill_uid(uid: int) -> None:
+    """Kill every process of `uid` by signalling -1 as that uid (reaches processes that left the group)."""
+    if uid < 0:
+        return
+    for _ in range(3):
+        subprocess.run(["kill", "-KILL", "-1"], user=uid, group=uid, extra_groups=[],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        if not _uid_has_processes(uid):
+            return
+        time.sleep(0.05)
+
+
+def _uid_has_processes(uid: int) -> bool:
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("Uid:"):
+                    if int(line.split()[1]) == uid:
+                        return True
+                    break
+        except (OSError, ValueError):
+            continue
+    return False
+
+
+def make_scratch(uid: int, prefix: str = "ka-") -> str:
+    """A fresh folder the sandboxed uid may write (and nobody else may read)."""
+    path = tempfile.mkdtemp(prefix=prefix)
+    if uid >= 0:
+        os.chown(path, uid, uid)
+    return path
+
+
+def give_tree(path: str, uid: int) -> None:
+    """Hand a folder tree to the slot's uid so the sandboxed child can write it."""
+    if uid < 0:
+        return
+    for root, dirs, files in os.walk(path):
+        for name in [root] + [os.path.join(root, n) for n in dirs + files]:
+            os.lchown(name, uid, uid)
+
+
+def _env(spec: ChildSpec) -> dict[str, str]:
+    py_bin = os.path.dirname(sys.executable)
+    cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+    path = os.pathsep.join(dict.fromkeys([py_bin, os.path.join(cuda_home, "bin"), "/usr/local/bin", "/usr/bin", "/bin"]))
+    env = {"PATH": path, "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+           "PYTHONNOUSERSITE": "1"}
+    for key in ("CUDA_VISIBLE_DEVICES", "CUDA_HOME"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    env.update({k: v for k, v in spec.env if k in ENV_ALLOWED})
+    return env
+
+
+def _readonly_under_home() -> list[str]:
+    """Paths the child needs that live under $HOME (hidden by a tmpfs), to re-bind read-only."""
+    import site
+
+    home = os.path.realpath(os.path.expanduser("~"))
+    project = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    wanted = {sys.prefix, sys.base_prefix, project, *site.getsitepackages()}
+    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else ""
+    wanted.discard(user_site)
+    out = []
+    for p in sorted(os.path.realpath(w) for w in wanted if w):
+        if (p == home or p.startswith(home + os.sep)) and os.path.exists(p):
+            if not any(p.startswith(q + os.sep) or p == q for q in out):
+                out.append(p)
+    return out
+
+
+def _dir_chain(path: str, home: str) -> list[str]:
+    """`--perms 0755 --dir D` for each folder between $HOME and `path`, so the uid can traverse them."""
+    args: list[str] = []
+    parts = Path(path).relative_to(home).parts[:-1]
+    cur = home
+    for part in parts:
+        cur = os.path.join(cur, part)
+        args += ["--perms", "0755", "--dir", cur]
+    return args
+
+
+def bwrap_argv(spec: ChildSpec, uid: int, env: dict[str, str]) -> list[str]:
+    """The bubblewrap command line for `spec` (see the module docstring for what each part is for)."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    argv = [find_bwrap(), "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--new-session", "--ro-bind", "/", "/"]
+    if home not in ("/", "/tmp") and os.path.isdir(home):
+        argv += ["--perms", "0755", "--tmpfs", home]
+        for p in _readonly_under_home():
+            argv += _dir_chain(p, home) + ["--ro-bind", p, p]
+    argv += ["--perms", "1777", "--tmpfs", "/tmp", "--dev", "/dev", "--proc", "/proc"]
+    if spec.cuda:
+        for node in sorted(Path("/dev").glob("nvidia*")):
+            argv += ["--dev-bind", str(node), str(node)]
+    tmpfs_roots = [r for r in (home, "/tmp") if r not in ("/",)]
+    for src, dest, flag in [(spec.scratch_dir, spec.scratch_dir, "--bind")] + [
+            (b.src, b.dest or b.src, "--bind" if b.writable else "--ro-bind") for b in spec.binds]:
+        root = next((r for r in tmpfs_roots if dest.startswith(r + os.sep)), "")
+        if root:  # folders bubblewrap creates on a tmpfs are root-only unless made 0755 here
+            argv += _dir_chain(dest, root)
+        argv += [flag, src, dest]
+    argv += ["--chdir", spec.scratch_dir, "--clearenv"]
+    for k, v in env.items():
+        argv += ["--setenv", k, v]
+    if uid >= 0:
+        argv += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+                 "--bounding-set=-all"]
+    return argv + list(spec.argv)
+
+
+def _prlimit_argv(limits: Limits) -> list[str]:
+    mb = 1024 * 1024
+    argv = ["prlimit", f"--nproc={limits.max_processes}", f"--fsize={limits.max_file_mb * mb}", "--core=0"]
+    if limits.memory_limit_mb > 0:
+        argv.append(f"--as={limits.memory_limit_mb * mb}")
+    return argv + ["--"]
+
+
+def _tail(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - TAIL_CHARS))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def run_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False) -> ChildOutcome:
+    """Run `spec` sandboxed as `slot`'s uid; wait at most `limits.timeout_s`; never raise for the child's faults."""
+    kind = sandbox_kind(require_sandbox)
+    uid = slot.uid
+    env = _env(spec)
+    if kind == BWRAP:
+        argv = _prlimit_argv(spec.limits) + bwrap_argv(spec, uid, env)
+        user = {}
+    else:
+        log.warning("bubblewrap unavailable: running the candidate in a plain child with rlimits only "
+                    "(the host filesystem and network stay reachable)")
+        argv = _prlimit_argv(spec.limits) + list(spec.argv)
+        needed = [sys.executable, spec.scratch_dir + "/x"] + [b.src + "/x" for b in spec.binds]
+        if uid >= 0 and not all(_reachable(p, uid) for p in needed):
+            log.warning("a path the child needs is not reachable by other users (e.g. under a 0700 folder): the "
+                        "plain child keeps the harness's uid, so RLIMIT_NPROC does not hold as root")
+            uid = -1
+        user = {"user": uid, "group": uid, "extra_groups": []} if uid >= 0 else {}
+    kill_uid(uid)  # leftovers of an earlier harness crash would count against this slot's NPROC
+    logs = tempfile.mkdtemp(prefix="ka-log-")
+    out_path, err_path = os.path.join(logs, "stdout"), os.path.join(logs, "stderr")
+    start = time.perf_counter()
+    timed_out = False
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
+                                cwd=spec.scratch_dir, start_new_session=True, close_fds=True, **user)
+        try:
+            proc.wait(timeout=spec.limits.timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc.pid)
+            proc.wait()
+    wall = time.perf_counter() - start
+    _kill_group(proc.pid)
+    kill_uid(uid)
+    rc = proc.returncode
+    if kind == BWRAP and 128 < rc < 128 + 65:  # bubblewrap reports a signal death of its child as 128 + signo
+        rc = -(rc - 128)
+    outcome = ChildOutcome(returncode=rc, signal=-rc if rc < 0 else 0, timed_out=timed_out, wall_s=wall,
+                           stdout_tail=_tail(out_path), stderr_tail=_tail(err_path), sandbox=kind)
+    shutil.rmtree(logs, ignore_errors=True)
+    return outcome
+
+
+def _reachable(path: str, uid: int) -> bool:
+    """Whether `uid` (no groups) can traverse every folder above `path` (the plain child's uid drop needs it)."""
+    p = Path(os.path.realpath(path)).parent
+    while True:
+        try:
+            st = p.stat()
+        except OSError:
+            return False
+        if not (st.st_mode & 0o001 or (st.st_uid == uid and st.st_mode & 0o100)):
+            return False
+        if p == p.parent:
+            return True
+        p = p.parent
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# scripts/demo.sh [OUT]   — the cpu-tiny end to end on a CPU: SFT warm start -> multi-turn RL with the real
+# harness -> held-out bench -> OUT/report.md (default OUT: runs/cpu-tiny). Same as:
+#   kernel-agent train --preset cpu-tiny --pipeline --out OUT
+set -euo pipefail
+OUT="${1:-runs/cpu-tiny}"
+cd "$(dirname "$0")/.."
+exec kernel-agent train --preset cpu-tiny --pipeline --out "$OUT"

@@ -1,0 +1,98 @@
+"""A real HTTP server on loopback speaking the chat-completions protocol, with scripted answers.
+
+Tests start it, point the openai backend (or `kernel-agent optimize --base-url`) at it, and read back
+the requests it received. Each script entry is either a string (the answer's content), a dict with
+`content` and optionally `reasoning_content`, `reasoning`, `logprobs` (list of floats), `status`
+(an HTTP error status to answer with instead) and `error` (its message), or a callable taking the
+request body and returning one of those. Entries are served in arrival order; when the script runs
+out, the last entry repeats.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+Script = list[Any]
+
+
+class ChatServer:
+    """`with ChatServer(script) as srv: ... srv.base_url ... srv.requests`."""
+
+    def __init__(self, script: Script | Callable[[dict], Any]):
+        self.script = script
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> "ChatServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _next(self, body: dict) -> Any:
+        with self._lock:
+            n = len(self.requests)
+            self.requests.append(body)
+            if callable(self.script):
+                return self.script(body)
+            return self.script[min(n, len(self.script) - 1)]
+
+    def _handler(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                except ValueError:
+                    return self._send(400, {"error": {"message": "body is not JSON"}})
+                if not self.path.endswith("/chat/completions"):
+                    return self._send(404, {"error": {"message": f"no route {self.path}"}})
+                with server._lock:
+                    server.headers.append(dict(self.headers))
+                entry = server._next(body)
+                if isinstance(entry, str):
+                    entry = {"content": entry}
+                if entry.get("status", 200) != 200:
+                    return self._send(entry["status"], {"error": {"message": entry.get("error", "scripted error")}})
+                self._send(200, _reply(body, entry, len(server.requests)))
+
+            def _send(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        return Handler
+
+
+def _reply(body: dict, entry: dict, serial: int) -> dict:
+    message: dict[str, Any] = {"role": "assistant", "content": entry.get("content", "")}
+    for key in ("reasoning_content", "reasoning"):
+        if key in entry:
+            message[key] = entry[key]
+    choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": entry.get("finish_reason", "stop")}
+    if "logprobs" in entry:
+        choice["logprobs"] = {"content": [{"token": f"t{i}", "logprob": lp} for i, lp in enumerate(entry["logprobs"])]}
+    return {"id": f"chatcmpl-{serial}", "object": "chat.completion", "model": body.get("model", ""),
+            "choices": [choice], "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}

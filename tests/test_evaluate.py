@@ -1,0 +1,175 @@
+"""`evaluate` end to end on CPU: real compiles, real sandboxed children, adversarial candidates.
+
+C++ candidates live in tests/fixtures/core/ and build once per session (`build_cache_dir`); the
+Python-level adversarial candidates below build nothing, so they cost only the two child processes.
+Static checks are off in those: they prove the sandbox and the dynamic checks hold by themselves.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+
+from kernelbench import compare
+from kernelbench.config import EvalConfig
+from kernelbench.evaluate import evaluate
+from kernelbench.evaluator import Evaluator
+from kernelbench.result import EvalResult
+from kernelbench.task import Task
+
+FIXTURES = Path(__file__).parent / "fixtures" / "core"
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+RELU = Task(id="test/relu", level=1, name="relu", origin="test", source=fixture("relu_task.py"))
+
+
+def fault_task(mode: int) -> Task:
+    return Task(id=f"test/fault{mode}", level=1, name="fault", origin="test",
+                source=fixture("fault_task.py").replace("MODE = 1", f"MODE = {mode}"))
+
+
+@pytest.fixture(scope="module")
+def cfg(build_cache_dir) -> EvalConfig:
+    return EvalConfig(build_cache_dir=build_cache_dir, timing_trials=30, run_timeout_s=90, static_checks=False)
+
+
+@pytest.fixture(scope="module")
+def pycfg(cfg) -> EvalConfig:
+    """For candidates that are plain PyTorch on purpose: the op policy would reject them before anything else."""
+    return replace(cfg, op_checks=False)
+
+
+def test_correct_relu_is_correct_timed_and_recorded(cfg):
+    r = evaluate(RELU, fixture("relu_ok.py"), cfg)
+    assert r.status == "correct", r.feedback
+    assert r.correct and r.compiled and r.max_abs_error == 0.0
+    assert r.runtime_ms > 0 and r.ref_runtime_ms > 0 and r.speedup == pytest.approx(r.ref_runtime_ms / r.runtime_ms)
+    assert r.score == pytest.approx(0.3 + r.speedup)
+    c = r.conditions
+    assert c.device == "cpu" and c.cpu_threads == 1 and c.device_name and c.torch_version == torch.__version__
+    assert c.correctness_trials == cfg.correctness_trials + cfg.extra_distribution_trials == len(c.input_seeds)
+    assert c.timing_trials >= 5 and c.sandbox in ("bwrap", "rlimits") and c.op_policy == "strict"
+    assert "speedup" in r.feedback
+    assert EvalResult.from_dict(json.loads(r.to_json())) == r
+    again = evaluate(RELU, fixture("relu_ok.py"), cfg)
+    assert again.status == "correct" and again.cached_build
+    assert again.conditions.init_seed != c.init_seed  # fresh seeds each evaluation
+
+
+def test_wrong_kernel_is_incorrect_with_the_mismatch(cfg):
+    r = evaluate(RELU, fixture("relu_off_by_one.py"), cfg)
+    assert r.status == "incorrect" and not r.correct and r.score == 0.0
+    assert r.max_abs_error == pytest.approx(1.0)
+    assert "outside atol" in r.feedback and "expected" in r.feedback
+
+
+def test_compile_error_reports_compiler_lines(cfg):
+    r = evaluate(RELU, fixture("relu_compile_error.py"), cfg)
+    assert r.status == "compile_error" and not r.compiled
+    assert "error:" in r.feedback and "main.cpp" in r.feedback
+    cached = evaluate(RELU, fixture("relu_compile_error.py"), cfg)
+    assert cached.status == "compile_error" and cached.cached_build
+
+
+def test_crashes_hangs_and_exits_are_results(cfg):
+    src = fixture("faults.py")
+    seg = evaluate(fault_task(1), src, cfg)
+    assert seg.status == "runtime_error" and "SIGSEGV" in seg.feedback, seg.feedback
+    ex = evaluate(fault_task(3), src, cfg)
+    assert ex.status == "runtime_error" and "without reporting" in ex.feedback, ex.feedback
+    hang = evaluate(fault_task(2), src, replace(cfg, run_timeout_s=20))
+    assert hang.status == "timeout" and hang.score == 0.0
+    after = evaluate(RELU, fixture("relu_ok.py"), cfg)  # the harness goes on
+    assert after.status == "correct"
+
+
+def test_evaluator_runs_candidates_concurrently(cfg):
+    items = [(RELU, fixture("relu_ok.py")), (RELU, fixture("relu_off_by_one.py")), (RELU, "class Nope: pass\n")]
+    with Evaluator(cfg, compile_workers=2, run_workers=1) as ev:
+        results = ev.evaluate_many(items)
+    assert [r.status for r in results] == ["correct", "incorrect", "format_error"]
+
+
+# Python-level candidates: no extension to build.
+PRELUDE = "import torch\nimport torch.nn as nn\n"
+
+
+def py_candidate(forward: str, top: str = "") -> str:
+    return PRELUDE + top + ("\nclass ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                            "    def forward(self, x):\n" + "".join(f"        {ln}\n" for ln in forward.splitlines()))
+
+
+@pytest.mark.parametrize("src,needle", [
+    ("def broken(:\n", "syntax error"),
+    (PRELUDE + "class Model(nn.Module):\n    pass\n", "ModelNew"),
+])
+def test_format_errors(cfg, src, needle):
+    r = evaluate(RELU, src, cfg)
+    assert r.status == "format_error" and needle in r.feedback
+
+
+def test_input_mutation_is_caught(pycfg):
+    r = evaluate(RELU, py_candidate("return x.relu_()"), pycfg)
+    assert r.status == "incorrect" and "modified in place" in r.feedback, r.feedback
+
+
+def test_timer_patching_is_rejected(pycfg):
+    src = py_candidate("return torch.relu(x)", top="import time\ntime.perf_counter = lambda: 0.0\n")
+    r = evaluate(RELU, src, pycfg)
+    assert r.status == "rejected" and "dynamic:timer_patched" in r.flags and r.score == 0.0
+
+
+def test_thread_left_running_is_rejected(pycfg):
+    forward = "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\nreturn torch.relu(x)"
+    r = evaluate(RELU, py_candidate(forward), pycfg)
+    assert r.status == "rejected" and "dynamic:threads" in r.flags
+
+
+def test_sys_exit_in_forward_is_runtime_error(pycfg):
+    r = evaluate(RELU, py_candidate("import sys\nsys.exit(0)"), pycfg)
+    assert r.status == "runtime_error" and "SystemExit" in r.feedback
+
+
+def test_result_cache_keyed_by_pointer_fails(pycfg):
+    forward = ("key = x.data_ptr()\n"
+               "if key not in CACHE:\n    CACHE[key] = torch.relu(x)\n"
+               "return CACHE[key].clone()")
+    r = evaluate(RELU, py_candidate(forward, top="CACHE = {}\n"), pycfg)
+    assert r.status == "incorrect"
+
+
+def test_tensor_subclass_output_is_incorrect(pycfg):
+    top = "class Lazy(torch.Tensor):\n    pass\n"
+    r = evaluate(RELU, py_candidate("return torch.relu(x).as_subclass(Lazy)", top=top), pycfg)
+    assert r.status == "incorrect" and "subclass" in r.feedback
+
+
+def test_identity_on_nonnegative_inputs_fails_other_distributions(pycfg):
+    task = replace(RELU, id="test/relu_rand", source=RELU.source.replace("torch.randn(batch_size, dim)",
+                                                                         "torch.rand(batch_size, dim)"))
+    r = evaluate(task, py_candidate("return x.clone()"), pycfg)
+    assert r.status == "incorrect" and "input set" in r.feedback
+
+
+def test_compare_nan_positions_dtype_and_strides():
+    atol = rtol = {"float32": 1e-4}
+    a = torch.tensor([1.0, float("nan"), 3.0])
+    assert compare.compare_tensor(a, a.clone(), atol, rtol).ok
+    assert not compare.compare_tensor(torch.tensor([1.0, 2.0, 3.0]), a, atol, rtol).ok
+    assert "dtype" in compare.compare_tensor(a.double(), a, atol, rtol).reason
+    assert "shape" in compare.compare_tensor(a[:2], a, atol, rtol).reason
+    inf = torch.tensor([float("inf")])
+    assert compare.compare_tensor(inf, inf.clone(), atol, rtol).ok
+    assert not compare.compare_tensor(inf, torch.tensor([1e30]), atol, rtol).ok
+    meta = [{"exact_tensor": True, "device": "cpu", "dense": False, "layout": "torch.strided"}]
+    assert "strides" in compare.compare_outputs([a], [a], meta, "cpu", atol, rtol).reason
+    assert "modified" in compare.inputs_unchanged([a], [a + 1])
+    assert compare.inputs_unchanged([a, 3], [a.clone(), 3]) == ""

@@ -1,0 +1,144 @@
+"""The sandbox with plain Python children (no compiles): each test is an escape the sandbox must stop."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+
+from kernelbench import sandbox
+from kernelbench.sandbox import ChildSpec, Limits, SlotLease, make_scratch, run_child
+
+needs_bwrap = pytest.mark.skipif(not sandbox.find_bwrap(), reason="bubblewrap unusable here")
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop (and so NPROC) needs root")
+
+
+def run_py(code: str, limits: Limits = Limits(timeout_s=60), env=(), require=False):
+    with SlotLease() as slot:
+        scratch = make_scratch(slot.uid)
+        out = run_child(ChildSpec(argv=(sys.executable, "-I", "-c", code), scratch_dir=scratch, limits=limits, env=env),
+                        slot, require_sandbox=require)
+        return out, scratch, slot.uid
+
+
+@needs_bwrap
+def test_network_is_unreachable():
+    out, _, _ = run_py("import socket\n"
+                       "s = socket.socket(); s.settimeout(3)\n"
+                       "try:\n    s.connect(('1.1.1.1', 80)); print('CONNECTED')\n"
+                       "except OSError as e:\n    print('BLOCKED', e)\n")
+    assert "BLOCKED" in out.stdout_tail and "CONNECTED" not in out.stdout_tail
+    assert out.sandbox == sandbox.BWRAP
+
+
+@needs_bwrap
+def test_root_filesystem_is_read_only_and_scratch_writable():
+    target = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sandbox_escape_probe")
+    out, scratch, _ = run_py(f"open('ok.txt', 'w').write('x')\n"
+                             f"try:\n    open({target!r}, 'w').write('x'); print('WROTE')\n"
+                             f"except OSError as e:\n    print('DENIED', e.errno)\n")
+    assert "DENIED" in out.stdout_tail, out
+    assert not os.path.exists(target)
+    assert os.path.exists(os.path.join(scratch, "ok.txt"))
+
+
+@needs_bwrap
+def test_home_is_hidden():
+    home = os.path.expanduser("~")
+    marker = os.path.join(home, ".ka_sandbox_secret")
+    with open(marker, "w") as f:
+        f.write("secret")
+    try:
+        out, _, _ = run_py(f"import os\nprint('HOME', os.environ['HOME'])\n"
+                           f"print('SEEN' if os.path.exists({marker!r}) else 'HIDDEN')\n")
+    finally:
+        os.unlink(marker)
+    assert "HIDDEN" in out.stdout_tail and "HOME /tmp" in out.stdout_tail, out
+
+
+def test_environment_is_stripped(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
+    monkeypatch.setenv("HF_TOKEN", "hf_secret")
+    out, _, _ = run_py("import os\nprint(sorted(os.environ))", env=(("OMP_NUM_THREADS", "1"), ("EVIL", "1")))
+    assert out.returncode == 0, out
+    assert "OPENAI_API_KEY" not in out.stdout_tail and "HF_TOKEN" not in out.stdout_tail
+    assert "EVIL" not in out.stdout_tail and "OMP_NUM_THREADS" in out.stdout_tail
+
+
+@needs_root
+def test_child_runs_as_unprivileged_slot_uid():
+    out, _, uid = run_py("import os\nprint('UID', os.getuid(), os.geteuid())")
+    assert f"UID {uid} {uid}" in out.stdout_tail and uid >= sandbox.SLOT_UID_BASE
+
+
+@needs_root
+def test_fork_bomb_stops_at_nproc():
+    code = ("import os, time\n"
+            "n = 0\n"
+            "for _ in range(400):\n"
+            "    try:\n        pid = os.fork()\n    except OSError:\n        break\n"
+            "    if pid == 0:\n        time.sleep(30); os._exit(0)\n"
+            "    n += 1\n"
+            "print('FORKED', n, flush=True)\n")
+    start = time.perf_counter()
+    out, _, uid = run_py(code, Limits(timeout_s=60, max_processes=20))
+    forked = int(out.stdout_tail.split("FORKED")[1].split()[0])
+    assert forked < 20, out
+    assert time.perf_counter() - start < 30  # the sleeping children were killed, not waited for
+    assert not sandbox._uid_has_processes(uid)
+
+
+def test_timeout_kills_the_whole_group():
+    code = ("import subprocess, sys, time\n"
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'])\n"
+            "print('SPAWNED', flush=True); time.sleep(300)\n")
+    start = time.perf_counter()
+    out, _, uid = run_py(code, Limits(timeout_s=3))
+    assert out.timed_out and out.signal == 9
+    assert time.perf_counter() - start < 20
+    if uid >= 0:
+        assert not sandbox._uid_has_processes(uid)
+
+
+def test_memory_limit_stops_large_allocation():
+    out, _, _ = run_py("b = bytearray(3 * 1024**3)\nprint('ALLOCATED')", Limits(timeout_s=60, memory_limit_mb=1024))
+    assert "ALLOCATED" not in out.stdout_tail and "MemoryError" in out.stderr_tail, out
+
+
+def test_file_size_limit():
+    out, _, _ = run_py("open('big', 'wb').write(b'x' * (8 * 1024 * 1024))\nprint('WROTE')",
+                       Limits(timeout_s=60, max_file_mb=1))
+    assert "WROTE" not in out.stdout_tail
+    assert out.returncode != 0
+
+
+def test_fallback_without_bwrap_uses_rlimits(monkeypatch, caplog):
+    monkeypatch.setattr(sandbox, "find_bwrap", lambda: "")
+    with caplog.at_level("WARNING"):
+        out, scratch, uid = run_py("import os\nopen('ok', 'w').write('x')\nprint('UID', os.getuid())",
+                                   Limits(timeout_s=60, max_processes=64))
+    assert out.sandbox == sandbox.RLIMITS and out.returncode == 0, out
+    assert "bubblewrap unavailable" in caplog.text
+    assert os.path.exists(os.path.join(scratch, "ok"))
+    if uid >= 0 and sandbox._reachable(sys.executable, uid):
+        assert f"UID {uid}" in out.stdout_tail
+
+
+def test_require_sandbox_refuses_without_bwrap(monkeypatch):
+    monkeypatch.setattr(sandbox, "find_bwrap", lambda: "")
+    with pytest.raises(sandbox.SandboxUnavailable):
+        run_py("print(1)", require=True)
+
+
+def test_faults_are_outcomes_not_exceptions():
+    out, _, _ = run_py("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")
+    assert out.signal == 11 and out.returncode == -11 and not out.timed_out
+    out, _, _ = run_py("import os\nos._exit(3)")
+    assert out.returncode == 3 and out.signal == 0
+
+
+def test_concurrent_slots_get_distinct_uids():
+    with SlotLease() as a, SlotLease() as b:
+        assert a.slot != b.slot

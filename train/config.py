@@ -1,0 +1,275 @@
+"""Configs of the training commands: one frozen dataclass per command, loaded from preset files.
+
+A preset is a YAML (or JSON) file under `configs/` whose first line is a comment naming the command that
+launches it. It holds one section per command (`sft:`, `train:`, `pipeline:`); each section's keys are the
+fields below, and unknown keys are errors so that a typo never silently falls back to a default. The
+resolved config (every field, defaults included) is saved beside each run's outputs as `config.json`.
+
+Defaults follow Kevin-32B (arXiv 2507.11948) wherever it states a number; DESIGN.md "Training defaults".
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, TypeVar
+
+CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
+LOSS_NORMS = ("dr_grpo", "grpo", "dapo")
+IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "none")
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    """`kernel-agent sft`: supervised warm start on solution trajectories (TRL's SFTTrainer)."""
+
+    model: str = "tiny"
+    """`tiny` builds a fresh tiny Qwen3 and trains its tokenizer on the data; otherwise a local model path."""
+    tiny_hidden_size: int = 192
+    """Tiny Qwen3 width (REFERENCES.md: hidden 192, 4 layers, 4 heads memorises ~1k-token solutions)."""
+    tiny_layers: int = 4
+    """Tiny Qwen3 depth."""
+    tiny_heads: int = 4
+    """Tiny Qwen3 attention heads."""
+    tiny_kv_heads: int = 2
+    """Tiny Qwen3 key/value heads (grouped-query attention as in Qwen3)."""
+    tiny_intermediate_size: int = 512
+    """Tiny Qwen3 MLP width."""
+    tiny_vocab_size: int = 2048
+    """Byte-level BPE vocabulary trained on the warm-start texts."""
+    data: str = "solutions"
+    """`solutions` (reference solutions formatted as agent turns) or a trajectories.jsonl of earlier runs."""
+    tasks: tuple[str, ...] = ()
+    """Task ids to take solutions for (e.g. `L1/03_silu`); empty: every task with a solution."""
+    solution_kinds: tuple[str, ...] = ("cpu", "cpu_slow")
+    """Solution folders to draw from (`cpu`, `cpu_slow`, `cuda`); a task with two kinds gets both."""
+    only_correct: bool = True
+    """From trajectories: keep only turns the harness judged correct."""
+    min_speedup: float = 0.0
+    """From trajectories: keep only correct turns at least this fast (1.0: only kernels faster than eager)."""
+    device: str = "cpu"
+    """Where the model trains (`cpu` or `cuda`), and which kernels the prompts ask for."""
+    hardware: str = "CPU (one thread)"
+    """Hardware named in the prompts (must match what training and benchmarks will say)."""
+    max_steps: int = 800
+    """Most optimizer steps (REFERENCES.md: ~800 single-example steps to reach loss < 0.0005)."""
+    target_loss: float = 0.0005
+    """Stop once the mean training loss over `loss_window` steps falls below this (0: never stop early)."""
+    loss_window: int = 8
+    """Steps averaged for the early-stop test."""
+    learning_rate: float = 2e-3
+    """AdamW learning rate (2e-3 memorises the tiny model; use ~1e-5 for real checkpoints)."""
+    batch_size: int = 1
+    """Examples per step."""
+    max_length: int = 4096
+    """Longest example in tokens (prompt + answer); longer ones are dropped with a warning."""
+    torch_threads: int = 0
+    """torch intra-op threads (0: torch's default). 1 on a shared 2-core machine: with the harness compiling
+    beside it, two threads each ran a step 3-7x slower than one thread alone (measured)."""
+    seed: int = 0
+    """Seed for the model's initial weights, data order and TRL."""
+    out: str = "runs/sft"
+    """Output folder: the model and tokenizer (loadable by the hf backend), config.json, log.jsonl."""
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """`kernel-agent train`: multi-turn GRPO with the harness in the loop."""
+
+    model: str = ""
+    """Policy to start from: a local model folder (an SFT output or a hub checkpoint already on disk)."""
+    tasks: str = "builtin:train"
+    """`ORIGIN[:SPLIT]` (e.g. `builtin:train`) or a comma-separated list of task ids of the built-in suite."""
+    steps: int = 100
+    """Training steps; one step = one batch of rollouts and `grad_steps_per_batch` optimizer updates."""
+    tasks_per_batch: int = 8
+    """Tasks per batch (Kevin-32B: 8)."""
+    trajectories: int = 16
+    """Trajectories sampled per task (Kevin-32B: 16; 64 gave no gain and earlier junk)."""
+    turns: int = 4
+    """Refinement turns per trajectory in training (Kevin-32B: 4; 8 at test time)."""
+    temperature: float = 0.9
+    """Sampling temperature (Kevin-32B: 0.9)."""
+    max_new_tokens: int = 16384
+    """Most generated tokens per turn (Kevin-32B: 16k responses)."""
+    prompt_token_budget: int = 8192
+    """Most prompt tokens; the oldest earlier attempts are dropped first (Kevin-32B: 8k prompts)."""
+    gamma: float = 0.4
+    """Discount of later turns' scores in a turn's return (Kevin-32B: 0.4 with sum)."""
+    return_mode: str = "sum"
+    """`sum` or `max` aggregation of later scores (Kevin-32B: max with gamma 0.8 did better with fewer turns)."""
+    advantage_scale: str = "std"
+    """`std`: (R - mean) / std over a task's samples (Kevin-32B); `none`: R - mean (Dr. GRPO)."""
+    correctness_weight: float = 0.3
+    """Score bonus of a correct kernel, added to its speedup (Kevin-32B: 0.3)."""
+    eps_low: float = 0.2
+    """Lower clip of the probability ratio (Kevin-32B: 0.2)."""
+    eps_high: float = 0.28
+    """Upper clip of the ratio, wider to keep exploring (Kevin-32B, DAPO: 0.28; TRL: `epsilon_high`)."""
+    kl_coef: float = 0.0
+    """KL penalty against the starting policy (Kevin-32B: 0; 0.001/0.01 slowed learning without stopping junk)."""
+    loss_norm: str = "dr_grpo"
+    """Token-loss normalisation: `dr_grpo` (sum / (sequences × max_new_tokens), Kevin-32B's choice),
+    `grpo` (mean per sequence, then over sequences), `dapo` (sum / tokens in the batch). TRL `loss_type` names."""
+    grad_steps_per_batch: int = 2
+    """Optimizer steps per batch: the batch is split into this many mini-batches (Kevin-32B: 2)."""
+    micro_batch_size: int = 4
+    """Samples per forward/backward pass (gradient accumulation inside a mini-batch; memory only)."""
+    learning_rate: float = 2e-6
+    """Constant learning rate after warm-up (Kevin-32B: 2e-6)."""
+    warmup_ratio: float = 0.03
+    """Share of `steps` spent warming the learning rate up linearly (Kevin-32B: 3 %)."""
+    grad_clip: float = 0.05
+    """Global gradient-norm clip (Kevin-32B: 0.05, which with Dr. GRPO delayed junk from step ~35 to ~100)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay."""
+    is_mode: str = "token_truncate"
+    """Importance-sampling correction between rollout and trainer log-probabilities: `token_truncate`
+    (weight min(ratio, cap)), `token_mask` (weight 0 above cap), `sequence_truncate`, or `none`."""
+    is_cap: float = 2.0
+    """Cap of the importance weight (TRL: `vllm_importance_sampling_cap`)."""
+    max_staleness: int = 1
+    """Most optimizer versions the rollout weights may lag the trainer: 0 is on-policy; 1 lets batch b+1 be
+    generated and evaluated while the trainer updates on batch b."""
+    backend: str = "hf"
+    """Rollout backend: `hf` (transformers, the trainer's own weights; CPU) or `vllm` (GPU, weights synced)."""
+    device: str = "cpu"
+    """Where the trainer runs and which kernels are asked for (`cpu`: C++ kernels; `cuda`: CUDA kernels)."""
+    dtype: str = "float32"
+    """Trainer weights dtype (`float32` or `bfloat16`)."""
+    hardware: str = "CPU (one thread)"
+    """Hardware named in the prompts."""
+    lora_rank: int = 0
+    """LoRA rank via peft (0: full fine-tuning)."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator."""
+    eval_size: str = "cpu"
+    """Task size the harness builds inputs at (`cpu` or `gpu`)."""
+    eval_timing_trials: int = 100
+    """Timed calls per evaluation (KernelBench: 100)."""
+    eval_correctness_trials: int = 5
+    """Correctness trials per evaluation (KernelBench: 5)."""
+    compile_workers: int = 2
+    """Parallel compile jobs of the harness."""
+    run_workers: int = 1
+    """Parallel run (correctness + timing) jobs of the harness (one per GPU; one on CPU so timings do not collide)."""
+    build_cache_dir: str = ""
+    """Harness build cache; empty: the harness default. Identical candidates compile once."""
+    checkpoint_every: int = 10
+    """Save a resumable checkpoint every N steps (and at the end)."""
+    keep_checkpoints: int = 2
+    """Checkpoints kept on disk (oldest deleted first)."""
+    tensorboard: bool = True
+    """Also write metrics as TensorBoard scalars under `tb/`."""
+    trackers: tuple[str, ...] = ()
+    """Optional extra trackers: `wandb`, `trackio` (imported only when named)."""
+    torch_threads: int = 0
+    """torch intra-op threads of the trainer and the hf rollout (0: torch's default; 1 on small CPUs)."""
+    seed: int = 0
+    """Seed of data order, sampling and any randomness in the update."""
+    out: str = "runs/train"
+    """Output folder: config.json, metrics.jsonl, tb/, trajectories/, checkpoints/, final/."""
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """`kernel-agent train --pipeline`: SFT warm start, RL, held-out bench and a report, in one folder."""
+
+    bench_tasks: str = "builtin:heldout"
+    """Tasks of the held-out bench (`ORIGIN[:SPLIT]` or comma-separated ids)."""
+    bench_limit: int = 2
+    """Held-out tasks benchmarked (0: all)."""
+    bench_trajectories: int = 4
+    """Trajectories per held-out task."""
+    bench_turns: int = 1
+    """Turns per held-out trajectory."""
+    train_bench_trajectories: int = 8
+    """Samples per training task drawn before and after RL, to measure the shift toward faster kernels."""
+
+
+C = TypeVar("C")
+
+
+def _coerce(cls: type, key: str, value: Any) -> Any:
+    default = {f.name: f for f in fields(cls)}[key]
+    if isinstance(value, list):
+        return tuple(value)
+    if default.type in ("float",) and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def from_dict(cls: type[C], data: dict[str, Any] | None) -> C:
+    """Build `cls` from a mapping; unknown keys raise ValueError naming them."""
+    data = dict(data or {})
+    known = {f.name for f in fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} field(s): {', '.join(unknown)}")
+    return cls(**{k: _coerce(cls, k, v) for k, v in data.items()})
+
+
+def preset_path(name_or_path: str) -> Path:
+    """A preset name (`cpu-tiny`) resolves to `configs/<name>.yaml`; anything else is a file path."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml", ".json") or os.sep in name_or_path:
+        return path
+    return CONFIGS_DIR / f"{name_or_path}.yaml"
+
+
+def load_sections(name_or_path: str) -> dict[str, dict[str, Any]]:
+    """The sections of a preset file (`sft`, `train`, `pipeline`), each a dict of field values."""
+    path = preset_path(name_or_path)
+    if not path.is_file():
+        names = sorted(p.stem for p in CONFIGS_DIR.glob("*.yaml"))
+        raise FileNotFoundError(f"no preset {name_or_path!r} (known: {', '.join(names)})")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".json":
+        data = json.loads(text)
+    else:
+        import yaml
+
+        data = yaml.safe_load(text) or {}
+    bad = sorted(set(data) - {"sft", "train", "pipeline"})
+    if bad:
+        raise ValueError(f"{path}: unknown section(s) {', '.join(bad)} (expected sft, train, pipeline)")
+    return {k: dict(v or {}) for k, v in data.items()}
+
+
+def load_config(cls: type[C], name_or_path: str, section: str, overrides: dict[str, Any] | None = None) -> C:
+    """One section of a preset as `cls`, with `overrides` (e.g. from command-line flags) applied last."""
+    values = load_sections(name_or_path).get(section, {})
+    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return from_dict(cls, values)
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
+
+
+def save_config(config: Any, out_dir: str, name: str = "config.json") -> str:
+    """Write the resolved config (every field) beside the run's outputs; returns the path."""
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, name)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"command": type(config).__name__, "config": to_dict(config)}, f, indent=2, sort_keys=True)
+    return path
+
+
+def validate_train(config: TrainConfig) -> None:
+    """Reject settings the update cannot honour, with the reason."""
+    if config.loss_norm not in LOSS_NORMS:
+        raise ValueError(f"loss_norm must be one of {LOSS_NORMS}, got {config.loss_norm!r}")
+    if config.is_mode not in IS_MODES:
+        raise ValueError(f"is_mode must be one of {IS_MODES}, got {config.is_mode!r}")
+    if config.return_mode not in ("sum", "max"):
+        raise ValueError(f"return_mode must be sum or max, got {config.return_mode!r}")
+    if config.max_staleness < 0 or config.grad_steps_per_batch < 1 or config.micro_batch_size < 1:
+        raise ValueError("max_staleness >= 0, grad_steps_per_batch >= 1 and micro_batch_size >= 1 are required")
+    if not (0 <= config.eps_low < 1 and config.eps_high >= 0):
+        raise ValueError(f"clip range needs 0 <= eps_low < 1 and eps_high >= 0, got {config.eps_low}, {config.eps_high}")
+    if config.backend not in ("hf", "vllm"):
+        raise ValueError(f"backend must be hf or vllm, got {config.backend!r}")
