@@ -42,6 +42,7 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cli.main import UsageError
+    from agent.openai_backend import OpenAIError
     from agent.optimize import OptimizeConfig, ProblemFileError, optimize
 
     for name in ("trajectories", "turns", "rounds", "beam_keep", "max_tokens"):
@@ -61,6 +62,9 @@ def run(args: argparse.Namespace) -> int:
         outcome = optimize(config)
     except ProblemFileError as e:
         raise UsageError(str(e)) from None
+    except OpenAIError as e:  # the model server failed: not the same as "no correct kernel" (exit 1)
+        sys.stderr.write(f"kernel-agent optimize: model server error: {e}\n")
+        return 3
     if outcome.best is None:
         sys.stderr.write(f"kernel-agent optimize: no correct kernel found; see {outcome.out_dir}/report.md\n")
         return 1

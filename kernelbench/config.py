@@ -27,6 +27,9 @@ class EvalConfig:
     rtol: dict[str, float] = field(default_factory=lambda: {"float32": 1e-4, "float64": 1e-7,
                                                             "float16": 1e-2, "bfloat16": 1e-2})
     """Relative tolerance by dtype."""
+    scale_atol_by_rms: bool = True
+    """Multiply atol by the reference output's RMS when it exceeds 1 (see `compare.atol_scale`): long fp32
+    sums differ between correct summation orders in proportion to the output's scale, not each entry's."""
     warmup_trials: int = 3
     """Untimed calls before timing (KernelBench: 3)."""
     timing_trials: int = 100

@@ -42,6 +42,16 @@ def test_file_without_the_three_names_is_a_one_line_usage_error(tmp_path, capsys
     assert not (tmp_path / "out").exists()
 
 
+def test_model_server_refusal_is_exit_3_with_one_line(tmp_path, capsys):
+    # a 4xx from the server is not "no correct kernel found" (exit 1): it gets its own code and one line
+    with ChatServer([{"status": 401, "error": "bad key"}]) as srv:
+        code = main(["optimize", user_file(tmp_path), "--backend", "openai", "--base-url", srv.base_url,
+                     "--model", "m", "--out", str(tmp_path / "out"), "--trajectories", "1", "--turns", "1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 3
+    assert len(err) == 1 and "bad key" in err[0] and "401" in err[0]
+
+
 def turn(index, status, speedup=0.0, summary="s"):
     correct = status == "correct"
     result = EvalResult(status=status, correct=correct, speedup=speedup, score=(0.3 + speedup) * correct,
