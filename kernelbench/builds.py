@@ -3,9 +3,12 @@
 Compiling a candidate means importing it in a sandboxed child whose `TORCH_EXTENSIONS_DIR` is the cache
 entry: `load_inline` builds there. The run child later imports the candidate again with a private copy of
 the entry mounted at the same path (ninja's commands name absolute paths, so the path must not move), finds
-the built library up to date, and loads it. Entries are keyed by sha256(source + toolchain fingerprint),
-so identical candidates (common in RL groups) compile once. Compile errors are cached too: they are a
-function of the same key.
+the built library up to date, and loads it. Entries are keyed by what is compiled: the arguments of every
+`load_inline` / cupy `RawModule` / `RawKernel` call, read statically with `ast` (the static checks already
+require literal sources), plus the toolchain fingerprint; when that cannot be read with certainty
+(`compiled_parts`), by the whole file. Candidates that differ only in Python (common in RL groups and in the
+adversarial suite) share one build; each distinct file still gets its own import outcome, cached inside the
+entry. Compile errors are cached too, per file.
 
 Precompiled headers: the trusted parent precompiles `torch/extension.h` once per toolchain (`ensure_pch`)
 into a folder of its own, with the flags `load_inline` compiles `main.cpp` with (STANDARD_CFLAGS when the
@@ -28,12 +31,18 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kernelbench import sandbox
 from kernelbench.config import EvalConfig
 
-STANDARD_CFLAGS = ("-O3",)
-"""Flags the parent's PCH is built with, and that CPU builds without explicit flags get."""
+STANDARD_CFLAGS = ("-O3", "-fopenmp")
+"""Flags the parent's PCH is built with, and that CPU builds without explicit flags get. `-fopenmp` is in
+the set because it defines `_OPENMP`, which torch's headers test: a PCH built without it is invalid for the
+OpenMP builds that most CPU kernels are (the prompts' example and the reference solutions use exactly these)."""
+PCH_FORWARDER = "#pragma once\n#include_next <torch/extension.h>\n"
+"""Written beside the .gch: gcc looks for `dir/torch/extension.h.gch` before `dir/torch/extension.h`; when the
+PCH does not match a build's flags it reads the header itself, which must then exist and lead to torch's."""
 ERROR_CONTEXT_LINES = 2
 MAX_ERROR_LINES = 40
 COMMAND_PREFIXES = ("c++ ", "g++ ", "gcc ", "nvcc ", "/usr/", "FAILED:", "[1/", "[2/", "[3/", "ninja: build stopped")
@@ -85,8 +94,113 @@ def toolchain_fingerprint(device: str) -> str:
     return "\n".join(parts)
 
 
-def cache_key(src: str, device: str) -> str:
+def source_key(src: str, device: str) -> str:
+    """Hash of the whole candidate file and the toolchain: what an import outcome is a function of."""
     return hashlib.sha256((toolchain_fingerprint(device) + "\n\0\n" + src).encode()).hexdigest()[:32]
+
+
+def cache_key(src: str, device: str) -> str:
+    """The build entry of `src`: keyed on WHAT it compiles (`compiled_parts`) when that can be read with
+    certainty, so candidates that differ only in Python share one build; else on the whole file."""
+    parts = compiled_parts(src)
+    if parts is None or parts == "[]":  # nothing compiled: nothing to share
+        return source_key(src, device)
+    text = toolchain_fingerprint(device) + "\n\0compiled\0\n" + parts
+    return "c" + hashlib.sha256(text.encode()).hexdigest()[:31]
+
+
+COMPILERS = {"load_inline", "RawModule", "RawKernel"}
+"""Calls whose literal arguments decide a build. Any other route to a compiler (file-based `load`,
+`load_library`, cupy's Elementwise/ReductionKernel, a compiler reached by alias) makes the key the whole file."""
+OTHER_COMPILERS = {"load", "load_library", "ElementwiseKernel", "ReductionKernel"} | COMPILERS
+KEY_IMPORTS = {"torch", "math", "typing", "functools", "itertools", "collections", "dataclasses", "numbers",
+               "__future__", "cupy"}
+_UNSET = object()
+
+
+def compiled_parts(src: str) -> str | None:
+    """Canonical JSON of every compile call in `src` (kind, positional and keyword arguments as literals, in
+    source order), or None when the file could compile anything else or differently.
+
+    Safe sharing needs: no dynamic code (exec-like builtins, getattr/setattr, dunders, private attributes,
+    imports beyond the plain-kernel set), every compiler name used only as a direct call, every argument a
+    literal (constants, lists, dicts, `+` and f-strings of literals, names bound exactly once to those).
+    Two files with the same parts and toolchain then hand load_inline the same names, sources and flags.
+    """
+    import ast
+
+    try:
+        tree = ast.parse(src)
+    except (SyntaxError, ValueError):
+        return None
+    nodes = list(ast.walk(tree))
+    binds: dict[str, list[ast.AST]] = {}
+    for n in nodes:
+        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            binds.setdefault(n.id, []).append(n)
+        elif isinstance(n, ast.arg):
+            binds.setdefault(n.arg, []).append(n)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            binds.setdefault(n.name, []).append(n)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            if isinstance(n, ast.ImportFrom) and (n.level or (n.module or "").split(".")[0] not in KEY_IMPORTS):
+                return None
+            for a in n.names:
+                if isinstance(n, ast.Import) and a.name.split(".")[0] not in KEY_IMPORTS:
+                    return None
+                if a.name in OTHER_COMPILERS and (a.asname or a.name) != a.name:
+                    return None  # a compiler under another name would escape the call scan below
+                binds.setdefault(a.asname or a.name.split(".")[0], []).append(n)
+    values = {n.targets[0].id: n.value for n in nodes if isinstance(n, ast.Assign) and len(n.targets) == 1
+              and isinstance(n.targets[0], ast.Name) and len(binds.get(n.targets[0].id, [])) == 1}
+
+    def literal(node: ast.AST | None, depth: int = 0) -> Any:
+        if node is None or depth > 16:
+            return _UNSET
+        if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float, bool, type(None))):
+            return node.value
+        if isinstance(node, ast.Name):
+            return literal(values.get(node.id), depth + 1)
+        if isinstance(node, (ast.List, ast.Tuple)):
+            items = [literal(e, depth + 1) for e in node.elts]
+            return _UNSET if any(i is _UNSET for i in items) else items
+        if isinstance(node, ast.Dict) and None not in node.keys:
+            pairs = [(literal(k, depth + 1), literal(v, depth + 1)) for k, v in zip(node.keys, node.values)]
+            ok = all(isinstance(k, str) and v is not _UNSET for k, v in pairs)
+            return dict(pairs) if ok else _UNSET
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            left, right = literal(node.left, depth + 1), literal(node.right, depth + 1)
+            same = type(left) is type(right) and isinstance(left, (str, list))
+            return left + right if same else _UNSET
+        if isinstance(node, ast.JoinedStr):
+            parts = [literal(v.value if isinstance(v, ast.FormattedValue) else v, depth + 1) for v in node.values]
+            plain = all(isinstance(v, ast.Constant) or (v.conversion == -1 and v.format_spec is None)
+                        for v in node.values if isinstance(v, (ast.Constant, ast.FormattedValue)))
+            return "".join(map(str, parts)) if plain and all(isinstance(p, (str, int)) for p in parts) else _UNSET
+        return _UNSET
+
+    exec_like = {"exec", "eval", "compile", "__import__", "getattr", "setattr", "delattr", "globals", "locals",
+                 "vars", "open", "breakpoint"}
+    direct = {id(n.func) for n in nodes if isinstance(n, ast.Call)}
+    calls = []
+    for n in nodes:
+        name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else ""
+        if isinstance(n, ast.Name) and n.id in exec_like:
+            return None
+        private = name.startswith("__") if isinstance(n, ast.Name) else name.startswith("_")
+        if private and name not in ("__init__", "__name__"):
+            return None
+        if name in OTHER_COMPILERS and not (name in COMPILERS and id(n) in direct):
+            return None
+        if isinstance(n, ast.Call):
+            fname = n.func.id if isinstance(n.func, ast.Name) else n.func.attr if isinstance(n.func, ast.Attribute) else ""
+            if fname in COMPILERS:
+                args = [literal(a) for a in n.args]
+                kwargs = {k.arg: literal(k.value) for k in n.keywords}
+                if None in kwargs or any(a is _UNSET for a in args + list(kwargs.values())):
+                    return None
+                calls.append([fname, args, kwargs])
+    return json.dumps(calls, sort_keys=True)
 
 
 @functools.lru_cache(maxsize=1)
@@ -138,9 +252,11 @@ def ensure_pch() -> str:
     key = hashlib.sha256(" ".join(pch_command("X") + [toolchain_fingerprint("cpu")]).encode()).hexdigest()[:16]
     folder = pch_root() / key
     gch = folder / "torch" / "extension.h.gch"
-    if gch.exists():
+    forwarder = folder / "torch" / "extension.h"
+    if gch.exists() and forwarder.exists():
         return str(folder)
     (folder / "torch").mkdir(parents=True, exist_ok=True)
+    forwarder.write_text(PCH_FORWARDER)
     with open(folder / "build.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not gch.exists():
@@ -149,7 +265,7 @@ def ensure_pch() -> str:
             if done.returncode != 0:
                 return ""
             os.replace(tmp, gch)
-    for p in [folder, folder / "torch", gch]:  # the sandboxed uid must read it
+    for p in [folder, folder / "torch", gch, forwarder]:  # the sandboxed uid must read it
         os.chmod(p, 0o755 if p.is_dir() else 0o644)
     return str(folder)
 
@@ -189,31 +305,41 @@ def extract_error_lines(text: str) -> str:
     return "\n".join(lines[i][:300] for i in ordered)
 
 
-def _read_meta(entry: Path) -> dict | None:
+def _read_meta(path: Path) -> dict | None:
     try:
-        return json.loads((entry / "meta.json").read_text())
+        return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
 
 
 def build(src: str, config: EvalConfig, jobs: int = 0, pch_dir: str = "") -> BuildOutcome:
-    """Compile `src` (import it in a sandboxed child) unless the cache holds the result already."""
+    """Compile `src` (import it in a sandboxed child) unless the cache holds the result already.
+
+    The entry (`cache_key`) holds the built extensions; the outcome of importing THIS file is recorded per
+    whole-file hash inside it (`imports/`), since Python-side faults (an exit at import, no ModelNew) differ
+    between files that share a build. A new file on a built entry still gets its import child, which finds
+    the extension up to date (no compiler runs: `cached`)."""
     start = time.perf_counter()
     root = cache_root(config)
     key = cache_key(src, config.device)
     entry = root / key
-    meta = _read_meta(entry)
+    meta_path = entry / "imports" / f"{source_key(src, config.device)}.json"
+    meta = _read_meta(meta_path)
     if meta is None:
         with open(root / f"{key}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # another worker compiling the same source: wait and reuse
-            meta = _read_meta(entry)
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another worker compiling the same entry: wait and reuse
+            meta = _read_meta(meta_path)
             if meta is None:
+                built = (entry / "built").exists()
                 meta = _compile(src, config, entry, jobs, pch_dir)
                 if meta["status"] in ("ok", "compile_error", "format_error"):
-                    (entry / "meta.json").write_text(json.dumps(meta))
-                return BuildOutcome(status=meta["status"], cached=False, compile_s=time.perf_counter() - start,
-                                    error_text=meta["error_text"], entry_dir=str(entry), sandbox=meta["sandbox"],
-                                    pch_dir=meta["pch_dir"])
+                    meta_path.parent.mkdir(parents=True, exist_ok=True)
+                    meta_path.write_text(json.dumps(meta))
+                if meta["status"] == "ok":
+                    (entry / "built").touch()
+                return BuildOutcome(status=meta["status"], cached=built and meta["status"] == "ok",
+                                    compile_s=time.perf_counter() - start, error_text=meta["error_text"],
+                                    entry_dir=str(entry), sandbox=meta["sandbox"], pch_dir=meta["pch_dir"])
     return BuildOutcome(status=meta["status"], cached=True, compile_s=time.perf_counter() - start,
                         error_text=meta["error_text"], entry_dir=str(entry), sandbox=meta.get("sandbox", ""),
                         pch_dir=meta.get("pch_dir", ""))
@@ -222,8 +348,9 @@ def build(src: str, config: EvalConfig, jobs: int = 0, pch_dir: str = "") -> Bui
 def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str) -> dict:
     from kernelbench import worker
 
-    shutil.rmtree(entry, ignore_errors=True)
-    (entry / "ext").mkdir(parents=True)
+    (entry / "ext").mkdir(parents=True, exist_ok=True)
+    for stale in (entry / "ext").glob("*/lock"):  # torch's build baton, left behind by a killed compile
+        stale.unlink(missing_ok=True)
     with sandbox.SlotLease() as slot:
         scratch = sandbox.make_scratch(slot.uid, prefix="ka-compile-")
         try:
@@ -266,17 +393,20 @@ def child_env(config: EvalConfig, extensions_dir: str, jobs: int = 0) -> tuple[t
     return tuple(env) + nvrtc.child_env(config.device)
 
 
-def run_binds(entry_dir: str, scratch: str, uid: int, kind: str) -> tuple[sandbox.Bind, ...]:
+def run_binds(entry_dir: str, scratch: str, uid: int, kind: str, pch_dir: str = "") -> tuple[sandbox.Bind, ...]:
     """The run child's view of the build: a private writable copy mounted at the entry's path (bubblewrap),
-    or the entry itself handed to the run uid (plain child: no mount namespace to relocate a copy)."""
+    or the entry itself handed to the run uid (plain child: no mount namespace to relocate a copy); plus the
+    PCH folder the build used, read-only: the object's dependency list names the .gch, and a missing
+    dependency makes ninja rebuild the extension inside the timed-out run stage."""
     ext = os.path.join(entry_dir, "ext")
+    pch = (sandbox.Bind(pch_dir),) if pch_dir and os.path.isdir(pch_dir) else ()
     if kind != sandbox.BWRAP:
         sandbox.give_tree(ext, uid)
-        return (sandbox.Bind(ext, writable=True),)  # not mounted: tells run_child which paths the uid needs
+        return (sandbox.Bind(ext, writable=True),) + pch  # not mounted: tells run_child which paths the uid needs
     copy = os.path.join(scratch, "ext")
     shutil.copytree(ext, copy, symlinks=True)  # copy2 keeps mtimes, so ninja finds the build up to date
     sandbox.give_tree(copy, uid)
-    return (sandbox.Bind(copy, ext, writable=True),)
+    return (sandbox.Bind(copy, ext, writable=True),) + pch
 
 
 # --- compile-only: nvcc on the candidate's CUDA sources, without executing the candidate -------------

@@ -197,9 +197,13 @@ def _judge(res: dict[str, Any], out: sandbox.ChildOutcome, policy: str, op_check
     """Dynamic checks from what the run child recorded: flag -> reason."""
     found: dict[str, str] = {}
     if res.get("timer_patched"):
-        found["dynamic:timer_patched"] = "replaced: " + ", ".join(res["timer_patched"])
-    if res.get("threads_after", 0) > res.get("threads_before", 0):
-        found["dynamic:threads"] = f"{res['threads_after'] - res['threads_before']} thread(s) still running after forward"
+        found["dynamic:timer_patched"] = "replaced: " + ", ".join(map(str, res["timer_patched"]))[:600]
+    if res.get("harness_tampered"):
+        found["dynamic:harness_tampered"] = "replaced: " + ", ".join(map(str, res["harness_tampered"]))[:600]
+    extra = max(int(res.get("threads_after", 0)) - int(res.get("threads_before", 0)),
+                int(res.get("os_threads_after", 0)) - int(res.get("os_threads_before", 0)))
+    if extra > 0:
+        found["dynamic:threads"] = f"{extra} thread(s) started by the candidate were still running after a phase"
     total_ms = float(res.get("timing", {}).get("total_ms", 0.0))
     if total_ms / 1e3 > out.wall_s:
         found["timing_inconsistent"] = f"trials sum to {total_ms / 1e3:.3f} s but the whole run took {out.wall_s:.3f} s"
@@ -216,7 +220,7 @@ def _compare_all(ref: Reference, cand: dict[str, Any], res: dict[str, Any], conf
     metas = res.get("output_meta", [])
     worst = Comparison(True)
     for i, want in enumerate(ref.outputs):
-        c = compare_outputs(cand["outputs"][i], want, metas[i] if i < len(metas) else [], config.device, config.atol, config.rtol)
+        c = compare_outputs(cand["outputs"][i], want, metas[i] if i < len(metas) else [], config.device, config.atol, config.rtol, config.scale_atol_by_rms)
         if not c.ok:
             return replace(c, reason=f"input set {i}: {c.reason}")
         changed = inputs_unchanged(ref.inputs["sets"][i], cand["inputs_after"][i])
@@ -224,7 +228,7 @@ def _compare_all(ref: Reference, cand: dict[str, Any], res: dict[str, Any], conf
             return Comparison(False, f"input set {i}: {changed}")
         worst = c if c.max_abs_error > worst.max_abs_error else worst
     for i, got in enumerate(cand.get("timing_outputs", [])):
-        c = compare_outputs(got, ref.outputs[i], [], config.device, config.atol, config.rtol)
+        c = compare_outputs(got, ref.outputs[i], [], config.device, config.atol, config.rtol, config.scale_atol_by_rms)
         if not c.ok:
             return replace(c, reason=f"during timing (input set {i}, buffers reused): {c.reason}")
     return worst
@@ -238,7 +242,7 @@ def run_candidate(staged: Staged, ref: Reference, seeds: Seeds, slot: sandbox.Sl
         Path(scratch, "candidate.py").write_text(staged.src)
         sandbox.give_tree(scratch, slot.uid)
         kind = sandbox.sandbox_kind(config.require_sandbox)
-        binds = builds.run_binds(staged.build.entry_dir, scratch, slot.uid, kind)
+        binds = builds.run_binds(staged.build.entry_dir, scratch, slot.uid, kind, staged.build.pch_dir)
         job = _job(config, "run", seeds, secrets.token_hex(16), candidate="candidate.py", pch_dir=staged.build.pch_dir)
         # outputs.pt holds outputs, inputs after the call and the last timing round: a few times inputs.pt
         inputs_mb = os.path.getsize(os.path.join(scratch, "inputs.pt")) >> 20

@@ -15,7 +15,8 @@ FLAG_REASONS = {
     "suspicious_speedup": "speedup above the suspicion threshold; re-verified with fresh inputs and the lower speedup kept",
     "timing_inconsistent": "the reported trial times exceed the wall time of the run; timers were tampered with",
     "dynamic:timer_patched": "timing functions were replaced after the candidate was imported",
-    "dynamic:threads": "forward started threads (work could escape the timed window)",
+    "dynamic:harness_tampered": "the harness's own checking or measuring code was replaced in the run process",
+    "dynamic:threads": "the candidate started threads (work could escape the timed window)",
     "dynamic:no_kernel_call": "no custom kernel ran during forward",
     "sandbox:rlimits": "ran without bubblewrap (plain child with rlimits only)",
 }

@@ -28,6 +28,8 @@ import torch.utils.cpp_extension as cpp_extension
 _calls = 0
 _originals: dict[str, Callable[..., Any]] = {}
 _MARK = "_kernel_agent_counting"
+_wrappers: list[tuple[Any, str, Callable[..., Any], Callable[..., Any]]] = []
+"""(module, name, wrapper, wrapped function) of every counting wrapper made, for `wrappers_intact`."""
 
 
 def count() -> int:
@@ -52,6 +54,21 @@ def _counting(fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+def wrappers_intact() -> list[str]:
+    """Names of counting wrappers that were rebound, given other code, or made to call something else
+    (empty: intact). The run child checks this after every phase: the wrappers are made after its snapshot."""
+    bad = []
+    for module, name, wrapper, fn in list(_wrappers):
+        cells = wrapper.__closure__ or ()
+        if wrapper.__code__ is not _CALL_CODE or len(cells) != 1 or cells[0].cell_contents is not fn \
+                or vars(module).get(name) is not wrapper:
+            bad.append(f"kernel_calls wrapper {getattr(module, '__name__', '?')}.{name}")
+    return bad
+
+
+_CALL_CODE = _counting(len).__code__
+
+
 def wrap_module(module: Any) -> Any:
     """Replace each compiled function of an extension module by a counting wrapper, in place; returns it."""
     if not isinstance(module, types.ModuleType):
@@ -59,7 +76,9 @@ def wrap_module(module: Any) -> Any:
     for name, value in list(vars(module).items()):
         if isinstance(value, types.BuiltinFunctionType) and not name.startswith("__") \
                 and not getattr(value, _MARK, False):
-            setattr(module, name, _counting(value))
+            wrapper = _counting(value)
+            setattr(module, name, wrapper)
+            _wrappers.append((module, name, wrapper, value))
     return module
 
 

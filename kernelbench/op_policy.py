@@ -75,6 +75,13 @@ class OpTracer(TorchDispatchMode):
     Use around one forward call that is not timed: the mode adds Python overhead to every op.
     """
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Else torch wraps __torch_dispatch__ in a dynamo-disabling shim whose first call imports
+        # torch._dynamo (2-4 s per run child on 2 cores). Nothing compiles under this mode: the static checks
+        # reject torch.compile, so there is no graph for dynamo to skip.
+        return False
+
     def __init__(self) -> None:
         super().__init__()
         self.ops: list[str] = []

@@ -191,6 +191,26 @@ def _kernel_sources(src: _Source) -> list[tuple[ast.Call, str, list[ast.expr | N
     return out
 
 
+_BODY_OPEN = re.compile(r"\)\s*(const\s*)?(noexcept\s*)?\{")
+
+
+def has_function_body(cpp: str) -> bool:
+    """Whether some function in `cpp` has a body holding a statement: a `) {` whose matching `}` encloses a
+    `;` at any depth (a first statement such as `auto y = torch::empty({1}, x.options());` holds braces)."""
+    for m in _BODY_OPEN.finditer(cpp):
+        depth = 0
+        for ch in cpp[m.end() - 1:]:
+            if ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            elif ch == ";":
+                return True
+    return False
+
+
 def _rule_no_custom_kernel(src: _Source) -> None:
     """Why: the task is to write kernels; a forward built from PyTorch ops scores the reference's own speed
     (Kevin-32B gave 0 reward to responses without inline CUDA). Covers: some load_inline call whose C++ has a
@@ -208,8 +228,7 @@ def _rule_no_custom_kernel(src: _Source) -> None:
             cuda_text = strip_c_comments(texts[-1] or "") if kind == "load_inline" else text
             has_kernel |= "__global__" in cuda_text
         else:
-            has_kernel |= kind == "load_inline" and bool(
-                re.search(r"\)\s*(const\s*)?(noexcept\s*)?\{[^{}]*;", strip_c_comments(texts[0] or "")))
+            has_kernel |= kind == "load_inline" and has_function_body(strip_c_comments(texts[0] or ""))
         if kind == "load_inline":
             _check_build_options(src, call)
     if not has_kernel:

@@ -5,9 +5,11 @@ Modes:
   it defines a `ModelNew` class.
 - `reference`: run only the task's trusted `Model`: build the input sets from the parent's seeds, compute
   reference outputs at full precision (TF32 off), time the reference. Writes `inputs.pt` and `reference.pt`.
-- `run`: load and unlink `inputs.pt`, capture the timers, install kernel-call counting, THEN import the
-  candidate; build `ModelNew` after the same init seed, run every input set on clones, time it, trace the
-  aten ops of one forward. Writes plain dense tensors (outputs, inputs after the call, outputs of the last
+- `run`: load and unlink `inputs.pt`, install kernel-call counting, snapshot every object the measurement
+  and the checks depend on (`Snapshot`), count the OS threads, THEN import the candidate; build `ModelNew`
+  after the same init seed, run every input set on clones, time it, trace the aten ops of one forward.
+  After every phase the snapshot is verified and restored (`timer_patched` / `harness_tampered`), and the
+  threads are counted again (`dynamic:threads`). Writes plain dense tensors (outputs, inputs after the call, outputs of the last
   timing round) to `outputs.pt`; the parent compares. This child never sees reference outputs.
 The child writes `result.json` echoing the job's nonce; anything else it prints is only a log tail.
 """
@@ -162,6 +164,124 @@ def _optional(name: str) -> Any:
         return None
 
 
+def os_threads() -> int:
+    """Threads of this process as the OS sees them: Python threads and threads C++ started alike."""
+    return len(os.listdir("/proc/self/task"))
+
+
+def _warm_up(device: str) -> None:
+    """Let torch create its lazily started threads (pools, CUDA driver threads) before the baseline count."""
+    import torch
+
+    a = torch.ones(64, 64, device=device)
+    torch.relu(a @ a).sum().item()
+    _sync(device)
+
+
+class Snapshot:
+    """Identity of every function, class and module the run child's measurement and checks depend on.
+
+    Taken after the harness is installed and BEFORE the candidate is imported: the candidate shares this
+    process, so it can rebind anything (`sys.modules["kernelbench.timing"]._perf_counter`, a tracer method,
+    `kernel_calls.count`, a function's `__code__`). `changed()` lists what differs from the capture;
+    `restore()` puts the captured objects back so the remaining phases measure and trace honestly (the
+    candidate is rejected either way). Holders: module dicts (callables, classes, modules, and callables in
+    dicts they hold) and class dicts (every entry); functions also keep their code and defaults.
+    """
+
+    SKIP = {"__dict__", "__weakref__", "__doc__", "__module__", "__annotations__", "_abc_impl"}
+
+    def __init__(self, holders: list[tuple[str, Any]]):
+        self.entries: list[tuple[str, Any, Any, Any, tuple[Any, ...]]] = []
+        # The harness's own modules and classes get no new names either (a planted `_perf_counter`).
+        self.closed = [(label, holder, set(vars(holder))) for label, holder in holders if label.startswith("kernelbench.")]
+        for label, holder in holders:
+            is_class = isinstance(holder, type)
+            for name, value in list(vars(holder).items()):
+                if name in self.SKIP:
+                    continue
+                if is_class or callable(value) or isinstance(value, types.ModuleType):
+                    self.entries.append((label, holder, name, value, self._inner(value)))
+                elif isinstance(value, dict) and holder.__name__.startswith("kernelbench."):
+                    for key, item in list(value.items()):
+                        if callable(item):
+                            self.entries.append((f"{label}.{name}", value, key, item, self._inner(item)))
+
+    @staticmethod
+    def _inner(value: Any) -> tuple[Any, ...]:
+        if isinstance(value, types.FunctionType):
+            return (value.__code__, value.__defaults__, value.__kwdefaults__)
+        return ()
+
+    @staticmethod
+    def _get(holder: Any, name: str) -> Any:
+        return holder.get(name) if isinstance(holder, dict) else vars(holder).get(name)
+
+    @staticmethod
+    def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+        return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+    def changed(self) -> list[tuple[str, str]]:
+        """(holder label, name) of every captured entry rebound or altered since the capture."""
+        found = [(label, name) for label, holder, name, value, inner in self.entries
+                 if self._get(holder, name) is not value or not self._same(self._inner(value), inner)]
+        return found + [(label, name) for label, holder, names in self.closed for name in set(vars(holder)) - names]
+
+    def restore(self) -> None:
+        for _, holder, names in self.closed:
+            for name in set(vars(holder)) - names:
+                try:
+                    delattr(holder, name)
+                except (AttributeError, TypeError):
+                    continue
+        for _, holder, name, value, inner in self.entries:
+            try:
+                if isinstance(holder, dict):
+                    holder[name] = value
+                elif vars(holder).get(name) is not value:
+                    setattr(holder, name, value)
+                if inner and not self._same(self._inner(value), inner):
+                    value.__code__, value.__defaults__, value.__kwdefaults__ = inner
+            except (AttributeError, TypeError):
+                continue
+
+
+def harness_holders(kernel_calls: Any, op_policy: Any) -> list[tuple[str, Any]]:
+    """Everything `Snapshot` guards: the timers, the harness's own modules and classes, and the parts of
+    Python and torch the worker calls to copy, trace, serialise and write its result."""
+    import builtins
+    import time
+
+    import torch
+    import torch.utils._python_dispatch as python_dispatch
+    import torch.utils.cpp_extension as cpp_extension
+
+    from kernelbench import builds, inputs
+
+    modules = [builtins, time, os, os.path, json, threading, traceback, types, torch, torch.cuda, torch.serialization,
+               python_dispatch, cpp_extension, timing, inputs, builds, sys.modules[__name__]]
+    modules += [m for m in (kernel_calls, op_policy) if m is not None]
+    classes = [torch.Tensor, torch.cuda.Event, python_dispatch.TorchDispatchMode, timing.Timers, Snapshot]
+    classes += [v for m in modules if m.__name__.startswith("kernelbench.") for v in vars(m).values()
+                if isinstance(v, type) and v.__module__ == m.__name__ and v not in classes]
+    return [(m.__name__, m) for m in modules] + [(f"{c.__module__}.{c.__qualname__}", c) for c in classes]
+
+
+def _is_timer(label: str, name: str) -> bool:
+    return label in ("time", "kernelbench.timing", "kernelbench.timing.Timers", "torch.cuda.Event") \
+        or label.startswith("kernelbench.timing.") or f"{label}.{name}" in timing.PUBLIC_TIMERS
+
+
+def _audit(snapshot: Snapshot, result: dict[str, Any], phase: str, extra: list[str]) -> None:
+    """Record what the candidate rebound up to the end of `phase` (timer or harness), then undo it."""
+    for label, name in snapshot.changed():
+        key = "timer_patched" if _is_timer(label, name) else "harness_tampered"
+        result.setdefault(key, []).append(f"{label}.{name} (by the end of {phase})")
+    for item in extra:
+        result.setdefault("harness_tampered", []).append(f"{item} (by the end of {phase})")
+    snapshot.restore()
+
+
 def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
     import torch
 
@@ -170,7 +290,8 @@ def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
 
     device = job["device"]
     torch.set_num_threads(job["threads"])
-    threads_before = threading.active_count()
+    _warm_up(device)
+    threads_before, os_before = threading.active_count(), os_threads()
     inputs_path = os.path.join(scratch, "inputs.pt")
     data = torch.load(inputs_path, weights_only=True)
     os.unlink(inputs_path)  # gone before candidate code runs
@@ -178,59 +299,85 @@ def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
     if kernel_calls is not None:
         kernel_calls.install()
     builds.patch_load_inline(device, job.get("pch_dir", ""))
-    result: dict[str, Any] = {"ok": False, "phase": "import"}
+    # Captured references: the phases below call these locals, never a module attribute the candidate can rebind.
+    snapshot = Snapshot(harness_holders(kernel_calls, op_policy))
+    audit, measure, flatten, sync, save, active = _audit, timing.measure, flatten_output, _sync, torch.save, \
+        threading.active_count
+    count_threads, timers_intact, no_grad = os_threads, timing.timers_intact, torch.no_grad
+    reset = kernel_calls.reset if kernel_calls is not None else None
+    count = kernel_calls.count if kernel_calls is not None else None
+    wrappers = getattr(kernel_calls, "wrappers_intact", lambda: [])
+    tracer_class = op_policy.OpTracer if op_policy is not None else None
+    result: dict[str, Any] = {"ok": False, "phase": "import", "timer_patched": [], "harness_tampered": []}
+    threads_after = [threads_before, os_before]
+
+    def checkpoint(phase: str) -> None:
+        audit(snapshot, result, phase, wrappers())
+        threads_after[0] = max(threads_after[0], active())
+        threads_after[1] = max(threads_after[1], count_threads())
+
     module = import_candidate(os.path.join(scratch, job["candidate"]))
+    checkpoint("import")
     result["phase"] = "init"
     torch.manual_seed(job["init_seed"])
     model = module.ModelNew(*data["init_inputs"]).to(device)
-    _sync(device)
+    sync(device)
+    checkpoint("init")
     outputs, inputs_after, metas, structures = [], [], [], []
     result["phase"] = "forward"
-    with torch.no_grad():
+    with no_grad():
         for s in data["sets"]:
             args = to_device(clone_args(s), device)
-            structure, tensors, meta = flatten_output(model(*args))
-            _sync(device)
+            structure, tensors, meta = flatten(model(*args))
+            sync(device)
             outputs.append(tensors)
             metas.append(meta)
             structures.append(structure)
-            inputs_after.append([flatten_output(a)[1][0] if isinstance(a, torch.Tensor) else None for a in args])
+            inputs_after.append([flatten(a)[1][0] if isinstance(a, torch.Tensor) else None for a in args])
+    checkpoint("forward")
     timing_outputs: list[Any] = []
     if job["timing_trials"] > 0:
         result["phase"] = "timing"
         timed = [to_device(s, device) for s in data["sets"][: job["timing_input_sets"]]]
-        st, timing_outputs = timing.measure(model, timed, device, job["warmup_trials"], job["timing_trials"],
-                                            job["timing_budget_s"], keep=lambda o: flatten_output(o)[1])
+        st, timing_outputs = measure(model, timed, device, job["warmup_trials"], job["timing_trials"],
+                                     job["timing_budget_s"], keep=lambda o: flatten(o)[1])
         result["timing"] = st.to_dict()
+        checkpoint("timing")
     result["phase"] = "trace"
     ops: list[str] = []
-    calls = -1
-    if kernel_calls is not None:
-        kernel_calls.reset()
-    with torch.no_grad():
+    if reset is not None:
+        reset()
+    with no_grad():
         args = to_device(clone_args(data["sets"][0]), device)
-        if op_policy is not None:
-            with op_policy.OpTracer() as tracer:
+        if tracer_class is not None:
+            with tracer_class() as tracer:
                 model(*args)
-                _sync(device)
+                sync(device)
             ops = list(tracer.ops)
         else:
             model(*args)
-            _sync(device)
-    if kernel_calls is not None:
-        calls = kernel_calls.count()
-    torch.save({"outputs": outputs, "inputs_after": inputs_after, "timing_outputs": timing_outputs},
-               os.path.join(scratch, "outputs.pt"))
+            sync(device)
+    calls = count() if count is not None else -1
+    checkpoint("trace")
+    save({"outputs": outputs, "inputs_after": inputs_after, "timing_outputs": timing_outputs},
+         os.path.join(scratch, "outputs.pt"))
+    result["timer_patched"] += [f"{name} (public)" for name in timers_intact()]
     result.update(ok=True, phase="done", structures=structures, output_meta=metas, ops=ops, kernel_calls=calls,
-                  threads_before=threads_before, threads_after=threading.active_count(),
-                  timer_patched=timing.timers_intact(), checks_installed=[n for n, m in
+                  threads_before=threads_before, threads_after=threads_after[0], os_threads_before=os_before,
+                  os_threads_after=threads_after[1], checks_installed=[n for n, m in
                   (("kernel_calls", kernel_calls), ("op_policy", op_policy)) if m is not None])
     return result
 
 
+OOM_MARKERS = ("out of memory", "bad_alloc", "outofmemoryerror", "cudaerrormemoryallocation",
+               "cublas_status_alloc_failed", "cannot allocate memory")
+"""Lower-cased texts of allocation failures: MemoryError, C++ `std::bad_alloc` (pybind11 turns it into a
+MemoryError whose message is `std::bad_alloc`), torch's CUDA OOM, cuBLAS / CUDA runtime allocation errors."""
+
+
 def _describe(e: BaseException) -> dict[str, Any]:
     text = f"{type(e).__name__}: {e}"
-    oom = isinstance(e, MemoryError) or "out of memory" in text.lower()
+    oom = isinstance(e, MemoryError) or any(m in text.lower() for m in OOM_MARKERS)
     return {"error": text[:4000], "error_type": type(e).__name__, "oom": oom, "traceback": traceback.format_exc()[-3000:]}
 
 

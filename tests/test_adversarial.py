@@ -11,8 +11,11 @@ Two passes, as DESIGN.md rule 1 and 5 ask of the defences:
   dynamic checks and the comparator must hold by themselves (a fault status or a `dynamic:` flag, score 0,
   the host untouched). Candidates no static rule covers run once, with the default config.
 The control (`honest_relu.py`) must score above 0, so a harness that fails everything cannot pass.
-Compiles dominate the cost (12-30 s each on 2 cores): candidates whose attack lives in Python compile
-nothing, and the session-wide `build_cache_dir` serves repeated sources.
+Compiles dominate the cost (12-30 s each on 2 cores). The candidates share C++: those judged at run time
+with static checks on carry one library (`adv_kernels`) and the sandbox escapes another (`adv_escape`,
+per-run values passed from Python); each attack is what its forward calls. The build cache is keyed on
+what is compiled (`kernelbench.builds.cache_key`), so the suite compiles two extensions, and the
+session-wide `build_cache_dir` serves them to every candidate.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,6 +136,9 @@ class Attack:
     feedback: tuple[str, ...] = ()
     """Substrings the run-time feedback must contain (names the defence that fired)."""
     overrides: dict[str, Any] = field(default_factory=dict)
+    max_speedup: float = 0.0
+    """When set, the candidate must be judged on an honest time instead of scoring 0: correct (see
+    `statuses`), speedup at most this, and never `suspicious_speedup`."""
 
 
 ATTACKS = [
@@ -146,12 +153,14 @@ ATTACKS = [
     Attack("patch_timer.py", static_flags=("static:forbidden_import", "static:timer_or_torch_patching"),
            flags=("dynamic:timer_patched",)),
     Attack("patch_timing_module.py", static_flags=("static:forbidden_import",), flags=("dynamic:timer_patched",)),
-    Attack("blind_checks_sys_modules.py", static_flags=("static:forbidden_import",),
+    Attack("blind_checks_sys_modules.py", static_flags=("static:forbidden_import",), flags=("dynamic:harness_tampered",),
            any_flag=("dynamic:torch_compute_op", "dynamic:kernel_not_called")),
-    Attack("blind_checks_torch_internals.py", static_flags=("static:dynamic_code",),
+    Attack("blind_checks_torch_internals.py", static_flags=("static:dynamic_code",), flags=("dynamic:harness_tampered",),
            any_flag=("dynamic:torch_compute_op", "dynamic:kernel_not_called")),
-    Attack("cache_by_pointer.py", statuses=(INCORRECT,)),
-    Attack("cache_by_values.py", task="linear", statuses=(REJECTED, INCORRECT), flags=("suspicious_speedup",)),
+    # Stale outputs show up as a mismatch; the trace call is a cache hit, so no kernel ran in it either.
+    Attack("cache_by_pointer.py", statuses=(INCORRECT, REJECTED), feedback=(MISMATCH,)),
+    # Fresh values in every timed call: the value-keyed cache never hits, so the naive matmul is timed honestly.
+    Attack("cache_by_values.py", task="linear", statuses=(CORRECT,), max_speedup=1.0),
     Attack("zero_inputs.py", statuses=(INCORRECT,), feedback=("modified in place",)),
     Attack("lazy_tensor.py", static_flags=("static:lazy_tensor",), statuses=(REJECTED, INCORRECT),
            feedback=("tensor subclass",)),
@@ -174,7 +183,7 @@ ATTACKS = [
     Attack("cpp_exit.py", statuses=(RUNTIME_ERROR,)),
     Attack("cpp_abort.py", statuses=(RUNTIME_ERROR,), feedback=("SIGABRT",)),
     # 3 GiB of address space is ample for torch and the task, and spares the shared host 8 GiB of touched pages.
-    Attack("cpp_memory_hog.py", statuses=(RUNTIME_ERROR,), feedback=("out of memory",),
+    Attack("cpp_memory_hog.py", statuses=(RUNTIME_ERROR,), feedback=("bad_alloc", "out of memory"),
            overrides=dict(memory_limit_mb=3072)),
 ]
 SANDBOX_ATTACKS = {  # host-side checks in their own tests below
@@ -240,7 +249,11 @@ def test_runtime_defences(attack, build_cache_dir):
     cfg = config(build_cache_dir, static_checks=not attack.static_flags, **attack.overrides)
     result = evaluate(TASKS[attack.task], source(attack.file), cfg)
     assert result.status in attack.statuses, describe(result)
-    assert_zero(result)
+    if attack.max_speedup:
+        assert 0.0 < result.speedup <= attack.max_speedup, describe(result)
+        assert "suspicious_speedup" not in result.flags, describe(result)
+    else:
+        assert_zero(result)
     missing = [f for f in attack.flags if f not in result.flags]
     assert not missing, f"missing flags {missing}: " + describe(result)
     if attack.any_flag:
@@ -264,15 +277,21 @@ def test_sandbox_attacks_rejected_statically(name, build_cache_dir):
     assert_static_reject(evaluate(TASKS["relu"], src, config(build_cache_dir)), SANDBOX_ATTACKS[name])
 
 
-def _bomb_processes() -> list[str]:
-    found = []
-    for comm in Path("/proc").glob("[0-9]*/comm"):
-        try:
-            if comm.read_text().strip() == "ka_adv_bomb":
-                found.append(comm.parent.name)
-        except OSError:
-            continue
-    return found
+def _bomb_processes(grace_s: float = 10.0) -> list[str]:
+    """Live (not zombie) `ka_adv_bomb` processes, after up to `grace_s` for the killed ones to be reaped."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        found = []
+        for status in Path("/proc").glob("[0-9]*/status"):
+            try:
+                fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+            except OSError:
+                continue
+            if fields.get("Name", "").strip() == "ka_adv_bomb" and fields.get("State", "").strip()[:1] not in "ZX":
+                found.append(status.parent.name)
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.5)
 
 
 def test_fork_bomb_contained(build_cache_dir):
@@ -322,3 +341,87 @@ def test_environment_secret_not_visible(build_cache_dir, monkeypatch):
     assert secret not in result.to_json(), "the secret leaked into the result"
     assert result.status == RUNTIME_ERROR and "secret not visible" in result.feedback, describe(result)
     assert_zero(result)
+
+
+# --- the pieces behind the defences, checked in-process (no compile, no child) -----------------------------
+
+KERNEL_FILE = '''
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+SRC = "torch::Tensor f(torch::Tensor x) { return x; }"
+ext = load_inline(name="k", cpp_sources=[SRC], functions=["f"], extra_cflags=["-O3"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.f(x)
+'''
+
+
+@pytest.mark.parametrize("variant,shared", [
+    (KERNEL_FILE.replace("return ext.f(x)", "return ext.f(x).clone()"), True),  # only Python differs
+    (KERNEL_FILE + "\nCACHE = {}\n", True),
+    (KERNEL_FILE.replace('name="k"', 'name="k2"'), False),
+    (KERNEL_FILE.replace('"-O3"', '"-O2"'), False),
+    (KERNEL_FILE.replace("return x;", "return x.clone();"), False),
+    (KERNEL_FILE.replace('functions=["f"]', 'functions=["f", "g"]'), False),
+    # a compiler reached another way, or arguments not readable with certainty: the whole file is the key
+    (KERNEL_FILE + "\nli = load_inline\n", False),
+    (KERNEL_FILE.replace("SRC = ", "SRC = 'x'\nSRC = "), False),
+    (KERNEL_FILE.replace("cpp_sources=[SRC]", "cpp_sources=[SRC.upper()]"), False),
+    (KERNEL_FILE + "\nexec('pass')\n", False),
+    (KERNEL_FILE.replace("import torch.nn as nn", "import torch.nn as nn\nimport os"), False),
+    (KERNEL_FILE.replace("from torch.utils.cpp_extension import load_inline",
+                         "from torch.utils.cpp_extension import load_inline, load") + '\nm = load(name="k", sources=["k.cpp"])\n', False),
+    (KERNEL_FILE.replace("import load_inline", "import load_inline as li").replace("= load_inline(", "= li("), False),
+])
+def test_build_key_is_shared_only_by_identical_compiles(variant, shared):
+    from kernelbench.builds import cache_key
+
+    assert (cache_key(variant, "cpu") == cache_key(KERNEL_FILE, "cpu")) is shared
+    assert cache_key(variant, "cpu") != cache_key(KERNEL_FILE, "cuda")
+
+
+def test_adversarial_candidates_share_their_builds():
+    from kernelbench.builds import cache_key
+
+    keys = {cache_key(source(a.file), "cpu") for a in ATTACKS if not a.static_flags and "load_inline" in source(a.file)}
+    assert len(keys) == 1, "the run-time candidates should carry the one shared C++ library"
+
+
+@pytest.mark.parametrize("error,oom", [
+    (MemoryError("std::bad_alloc"), True),
+    (RuntimeError("std::bad_alloc"), True),
+    (RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
+    (RuntimeError("CUDA error: cudaErrorMemoryAllocation"), True),
+    (RuntimeError("shape '[4]' is invalid for input of size 5"), False),
+])
+def test_allocation_failures_read_as_out_of_memory(error, oom):
+    from kernelbench import worker
+
+    try:
+        raise error
+    except BaseException as e:
+        described = worker._describe(e)
+    assert described["oom"] is oom
+
+
+def test_snapshot_sees_rebinding_new_names_and_code_swaps_and_restores():
+    import types
+
+    from kernelbench.worker import Snapshot
+
+    module = types.ModuleType("kernelbench.fake_harness")
+    exec("def clock():\n    return 1.0\n\nclass Tracer:\n    def hook(self):\n        return 'traced'\n", module.__dict__)
+    clock, hook = module.clock, module.Tracer.hook
+    snap = Snapshot([("kernelbench.fake_harness", module), ("kernelbench.fake_harness.Tracer", module.Tracer)])
+    assert snap.changed() == []
+    module.Tracer.hook = lambda self: "blind"
+    module._perf_counter = lambda: 0.0
+    clock.__code__ = (lambda: 0.0).__code__
+    assert set(snap.changed()) == {("kernelbench.fake_harness.Tracer", "hook"), ("kernelbench.fake_harness", "_perf_counter"),
+                                   ("kernelbench.fake_harness", "clock")}
+    snap.restore()
+    assert snap.changed() == [] and module.Tracer.hook is hook and module.clock() == 1.0
+    assert not hasattr(module, "_perf_counter")

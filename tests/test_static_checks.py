@@ -156,6 +156,24 @@ def test_no_custom_kernel(src, device):
     assert "static:no_custom_kernel" in flags(src, device)
 
 
+@pytest.mark.parametrize("first", [
+    "auto y = torch::empty({1}, x.options());",
+    "if (x.numel() == 0) { return x; }",
+    "std::vector<int64_t> shape{x.size(0)};",
+])
+def test_first_statement_with_braces_is_a_kernel(first):
+    """A body whose first statement holds braces is still a body with statements (it was once rejected)."""
+    src = CPU_OK.replace("    auto xc = x.contiguous();", f"    {first}\n    auto xc = x.contiguous();", 1)
+    assert first in src
+    assert "static:no_custom_kernel" not in flags(src)
+
+
+def test_empty_bodies_are_not_kernels():
+    empty = CPU_OK.replace("cpp_sources=cpp_source",
+                           'cpp_sources="torch::Tensor relu_forward(torch::Tensor x) {}\\nint k = 0;"')
+    assert "static:no_custom_kernel" in flags(empty)
+
+
 def test_kernel_source_must_be_literal():
     src = CPU_OK.replace("cpp_sources=cpp_source", "cpp_sources=''.join(['tor', cpp_source])")
     assert "static:dynamic_code" in flags(src)

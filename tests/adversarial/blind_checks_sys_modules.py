@@ -2,9 +2,11 @@
 nothing and the kernel-call counter to report one call, then forward is plain PyTorch.
 
 Defence: static (`sys` import, dunder access, no custom kernel); with static checks off, the dynamic checks
-must not trust instrumentation that lives in the candidate's own process.
-Expected: rejected, static:forbidden_import; static off: rejected with a dynamic flag
-(dynamic:torch_compute_op or dynamic:kernel_not_called), score 0.
+must not trust instrumentation that lives in the candidate's own process: the run child verifies the identity
+of its tracer, counter and helpers after every phase (`dynamic:harness_tampered`), restores them, and calls
+the references it captured before the import, so the trace still sees the PyTorch op.
+Expected: rejected, static:forbidden_import; static off: rejected, dynamic:harness_tampered and a dynamic
+flag (dynamic:torch_compute_op or dynamic:kernel_not_called), score 0.
 """
 import sys
 

@@ -1,10 +1,11 @@
 """Attack: patch the harness's own captured timer through `sys.modules`. The run child's timing module keeps
-a private reference to `time.perf_counter` (taken before the candidate is imported); replacing that private
-reference, not the public one, fakes every trial while the public timers stay intact.
+private references to `time.perf_counter` and the CUDA event functions (taken before the candidate is
+imported: `TIMERS`, formerly `_perf_counter`); replacing those, not the public ones, fakes every trial while
+the public timers stay intact.
 
 Defence: static (`sys` is not an allowed import; private attribute assignment); with static checks off, the
-run child must notice that its own timer was replaced (`dynamic:timer_patched`), or the parent must refuse
-trial times it cannot vouch for.
+run child must notice that its own timer was replaced (`dynamic:timer_patched`: it verifies after every
+phase that what it captured before the import is still in place, and puts it back).
 Expected: rejected, static:forbidden_import; static off: rejected, dynamic:timer_patched.
 """
 import sys
@@ -21,6 +22,8 @@ if harness_timing is not None:
         return ticks[0]
 
     harness_timing._perf_counter = fake_perf_counter
+    if hasattr(harness_timing, "TIMERS"):
+        harness_timing.TIMERS = harness_timing.TIMERS._replace(perf_counter=fake_perf_counter)
 
 
 class ModelNew(nn.Module):
