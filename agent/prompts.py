@@ -199,6 +199,20 @@ Harness result: {status}. {feedback}"""
 NO_CODE = "(no usable code in that answer)"
 NO_SUMMARY = "(none given)"
 
+COMPACT_TASK_TEMPLATE = """\
+Write ModelNew with {kernel_kind} kernels (load_inline) for {hardware}; answer with <summary> and one ```python block.
+
+```python
+{task_source}
+```"""
+COMPACT_KERNEL_KIND = {"cpu": "C++", "cuda": "CUDA"}
+COMPACT_ATTEMPT_TEMPLATE = """\
+Attempt {number} ({status}): {feedback}
+```python
+{code}
+```"""
+COMPACT_RESTART = "Write a complete new solution: fix what failed, or make a correct one faster."
+
 RESTART = (
     "Restart your reasoning from the task itself: use what the results above show (fix what failed; if "
     "an attempt was correct, look for a faster design), then write a complete new solution file. "
@@ -228,6 +242,11 @@ class PromptSettings:
     """`strict` or `partial` (see OP_POLICY_RULES)."""
     token_budget: int = 8192
     """Most prompt tokens; the oldest attempts are dropped first to stay under it (Kevin-32B: 8k prompts)."""
+    style: str = "full"
+    """`full`: system message, rules, answer format and a worked example (~1,000 tokens before the task).
+    `compact`: no system message, the task source and one line of instructions, earlier attempts as
+    status + feedback + code only. For tiny models that must memorise their answers on a CPU: the full
+    turn-1 prompt made warm-start examples ~1,700 tokens, most of them the worked example (measured)."""
 
 
 def task_message(task_source: str, settings: PromptSettings) -> str:
@@ -237,6 +256,12 @@ def task_message(task_source: str, settings: PromptSettings) -> str:
         hardware=settings.hardware, device_guide=DEVICE_GUIDE[device], task_source=task_source.strip(),
         format_rules=FORMAT_RULES.format(op_policy=OP_POLICY_RULES.get(settings.op_policy, OP_POLICY_RULES["strict"])),
         answer_rules=ANSWER_RULES, example_problem=EXAMPLE_PROBLEM, example_solution=EXAMPLE_SOLUTION[device])
+
+
+def compact_task_message(task_source: str, settings: PromptSettings) -> str:
+    """The turn-1 user message of the `compact` style: one line of instructions and the task."""
+    kind = COMPACT_KERNEL_KIND.get(settings.device, COMPACT_KERNEL_KIND["cuda"])
+    return COMPACT_TASK_TEMPLATE.format(kernel_kind=kind, hardware=settings.hardware, task_source=task_source.strip())
 
 
 def attempt_text(number: int, attempt: Attempt) -> str:
@@ -253,6 +278,8 @@ def build_messages(task_source: str, attempts: Sequence[Attempt], settings: Prom
     one is always kept, since its feedback is what the next answer must act on.
     """
     count = count_tokens or count_tokens_approx
+    if settings.style == "compact":
+        return _compact_messages(task_source, attempts, settings, count)
     head = task_message(task_source, settings)
     if not attempts:
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": head}]
@@ -269,3 +296,19 @@ def build_messages(task_source: str, attempts: Sequence[Attempt], settings: Prom
     parts.extend(blocks[first:])
     parts.append(RESTART)
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
+
+
+def _compact_messages(task_source: str, attempts: Sequence[Attempt], settings: PromptSettings,
+                      count: Callable[[str], int]) -> Conversation:
+    """The `compact` style: one user message; attempts dropped oldest first to fit, the latest always kept."""
+    head = compact_task_message(task_source, settings)
+    if not attempts:
+        return [{"role": "user", "content": head}]
+    blocks = [COMPACT_ATTEMPT_TEMPLATE.format(number=i + 1, status=a.status, feedback=a.feedback.strip() or "-",
+                                              code=a.code.strip() or NO_CODE) for i, a in enumerate(attempts)]
+    first = len(blocks) - 1
+    used = count(head) + count(COMPACT_RESTART) + count(blocks[first]) + 8
+    while first > 0 and used + count(blocks[first - 1]) <= settings.token_budget:
+        first -= 1
+        used += count(blocks[first])
+    return [{"role": "user", "content": "\n\n".join([head, *blocks[first:], COMPACT_RESTART])}]

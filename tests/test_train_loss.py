@@ -109,3 +109,34 @@ def test_kl_term_is_k3_and_zero_at_reference():
     loss, st = grpo_loss(off, LossConfig(kl_coef=0.1, loss_norm="dapo"), Normaliser(1, 1))
     k3 = math.exp(-1.0) + 1.0 - 1.0
     assert st.kl_sum == pytest.approx(k3) and float(loss) == pytest.approx(0.1 * k3)
+
+
+def test_sft_loss_floor_counts_prompts_with_two_answers():
+    """A prompt with a fast and a slow answer cannot be learnt below ln 2 on the token where they part."""
+    import math
+
+    from train.sft import Example, loss_floor
+
+    p1, p2 = [{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}]
+    two = [Example("A", "cpu", p1, "fast"), Example("A", "cpu_slow", p1, "slow"), Example("B", "cpu", p2, "only")]
+    assert loss_floor(two, [100, 50, 80]) == pytest.approx((math.log(2) / 100 + math.log(2) / 50 + 0.0) / 3)
+    assert loss_floor(two[2:], [80]) == 0.0
+
+
+def test_compact_source_keeps_the_code_and_drops_comments():
+    import ast
+
+    from agent.parsing import parse_response
+    from kernelbench.solutions import find_solution
+    from train.sft import compact_source, solution_answer
+
+    src = find_solution("L1/03_silu", "cpu").source
+    short = compact_source(src)
+    assert len(short) < 0.85 * len(src) and "//" not in short and '"""SiLU' not in short
+    assert "return v / (1.0f + exp4(-v));" in short and "#pragma omp parallel for" in short
+    ast.parse(short)
+    answer = solution_answer(src, compact=True)
+    parsed = parse_response(answer)
+    assert parsed.ok and parsed.code == short.strip() and parsed.summary.startswith("SiLU")
+    # Python's integer division is never taken for a comment
+    assert compact_source('"""d"""\nn = 7 // 2  # keep\n') == "n = 7 // 2  # keep\n"

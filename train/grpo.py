@@ -107,17 +107,32 @@ def seed_for_step(config: TrainConfig, step: int) -> int:
     return config.seed * 1_000_003 + step * 10_007
 
 
+def eval_config_of(config: TrainConfig) -> Any:
+    """The harness settings of a training run (also used to pre-build its reference solutions)."""
+    from kernelbench.config import EvalConfig
+
+    return EvalConfig(device=config.device, size=config.eval_size, timing_trials=config.eval_timing_trials,
+                      correctness_trials=config.eval_correctness_trials, warmup_trials=config.eval_warmup_trials,
+                      extra_distribution_trials=config.eval_extra_distribution_trials,
+                      build_cache_dir=config.build_cache_dir)
+
+
+def prompt_settings_of(config: TrainConfig) -> Any:
+    from agent.prompts import PromptSettings
+
+    return PromptSettings(device=config.device, hardware=config.hardware, token_budget=config.prompt_token_budget,
+                          style=config.prompt_style)
+
+
 def make_harness_rollout(config: TrainConfig, out_dir: str):
     from agent.policy import SamplingConfig
-    from agent.prompts import PromptSettings
-    from kernelbench.config import EvalConfig
-    from train.rollout import HarnessRollout, make_evaluator
+    from train.rollout import HarnessRollout, ReusingEvaluator, make_evaluator
 
-    eval_config = EvalConfig(device=config.device, size=config.eval_size, timing_trials=config.eval_timing_trials,
-                             correctness_trials=config.eval_correctness_trials, build_cache_dir=config.build_cache_dir)
-    evaluator = make_evaluator(eval_config, config.compile_workers, config.run_workers)
+    evaluator = make_evaluator(eval_config_of(config), config.compile_workers, config.run_workers)
+    if config.reuse_identical_results:
+        evaluator = ReusingEvaluator(evaluator)
     sampling = SamplingConfig(temperature=config.temperature, max_tokens=config.max_new_tokens)
-    prompts = PromptSettings(device=config.device, hardware=config.hardware, token_budget=config.prompt_token_budget)
+    prompts = prompt_settings_of(config)
     return HarnessRollout(evaluator=evaluator, trajectories=config.trajectories, turns=config.turns,
                           sampling=sampling, prompt_settings=prompts, log_dir=os.path.join(out_dir, "trajectories"))
 
@@ -249,8 +264,11 @@ def main(config: TrainConfig, *, resume: bool = False, rollout: Any = None,
     model, tokenizer = load_model(config)
     model.eval()
     ref_model = rollout_copy(model) if config.kl_coef > 0 else None
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=config.learning_rate,
-                                  weight_decay=config.weight_decay)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if config.optimizer == "sgd":
+        optimizer = torch.optim.SGD(trainable, lr=config.learning_rate, weight_decay=config.weight_decay)
+    else:
+        optimizer = torch.optim.AdamW(trainable, lr=config.learning_rate, weight_decay=config.weight_decay)
     scheduler = make_scheduler(optimizer, config)
     start, openings, rollout_weights = 0, (), None
     ckpt_dir = os.path.join(out, "checkpoints")
@@ -298,6 +316,9 @@ def main(config: TrainConfig, *, resume: bool = False, rollout: Any = None,
             metrics.update(rollout_metrics(batch, samples, openings))
             metrics.update({"perf/step_s": time.perf_counter() - t0, "perf/update_s": update_s,
                             "perf/trainer_wait_s": wait_s, "perf/samples": float(len(samples))})
+            evaluator = getattr(rollout, "evaluator", None)
+            if hasattr(evaluator, "reused"):
+                metrics["perf/reused_evaluations_share"] = evaluator.reused / max(1, evaluator.submitted)
             logger.log(step, metrics)
             say(f"step {step}: score {metrics['reward/mean_score']:.3f} correct {metrics['reward/correct_share']:.2f} "
                 f"loss {metrics['loss/policy']:.4g} clip {metrics['loss/clip_fraction']:.3f} {metrics['perf/step_s']:.1f}s")

@@ -42,31 +42,93 @@ def ensure_warm_start(preset: str, config: TrainConfig, say=print) -> TrainConfi
     return replace(config, model=out)
 
 
-def probe(model_dir: str, task_ids: list[str], samples: int, config: TrainConfig, seed: int) -> dict[str, Any]:
+def reference_codes(task_id: str, compact: bool) -> dict[str, str]:
+    """The warm start's answers for a task, as code text: `fast` (solutions/cpu) and `slow` (cpu_slow)."""
+    from kernelbench.solutions import find_solution
+    from train.sft import compact_source
+
+    out = {}
+    for label, kind in (("fast", "cpu"), ("slow", "cpu_slow")):
+        sol = find_solution(task_id, kind)
+        if sol is not None:
+            out[label] = (compact_source(sol.source) if compact else sol.source).strip()
+    return out
+
+
+def classify(code: str, refs: dict[str, str]) -> str:
+    """`fast`, `slow` (exactly that reference's text) or `other`."""
+    code = code.strip()
+    return next((label for label, ref in refs.items() if code and code == ref), "other")
+
+
+def probe(model_dir: str, task_ids: list[str], samples: int, config: TrainConfig, seed: int,
+          compact: bool = False) -> dict[str, Any]:
     """Sample each task's turn-1 answer `samples` times; count answers whose code equals the fast (`cpu`)
     or the slow (`cpu_slow`) reference solution, or neither. No harness: the comparison is exact text."""
     from agent.hf_backend import HFPolicy
     from agent.parsing import parse_response
     from agent.policy import SamplingConfig
-    from agent.prompts import PromptSettings, build_messages
+    from agent.prompts import build_messages
     from kernelbench.catalog import find_task
-    from kernelbench.solutions import find_solution
+    from train.grpo import prompt_settings_of
 
     policy = HFPolicy.from_pretrained(model_dir, device=config.device)
-    settings = PromptSettings(device=config.device, hardware=config.hardware)
+    settings = prompt_settings_of(config)
     counts: dict[str, dict[str, int]] = {}
     for i, task_id in enumerate(task_ids):
         task = find_task(task_id, "builtin")
-        refs = {k: (s.source.strip() if s else None) for k in ("cpu", "cpu_slow") for s in [find_solution(task_id, k)]}
+        refs = reference_codes(task_id, compact)
         outs = policy.generate([build_messages(task.source, [], settings)] * samples,
                                SamplingConfig(temperature=config.temperature, max_tokens=config.max_new_tokens,
                                               seed=seed + 1000 * i))
         c = {"fast": 0, "slow": 0, "other": 0}
         for o in outs:
-            code = parse_response(o.text).code.strip()
-            c["fast" if code == refs["cpu"] else "slow" if code and code == refs["cpu_slow"] else "other"] += 1
+            c[classify(parse_response(o.text).code, refs)] += 1
         counts[task_id] = c
     return counts
+
+
+def choice_shares(rl_out: str, task_ids: list[str], compact: bool) -> list[dict[str, Any]]:
+    """Per RL step, from its logged trajectories: how many turn-1 answers were the fast solution, the slow
+    one, or other text (the policy's choice between the two kernels, step by step)."""
+    from agent.episode import Trajectory
+
+    refs = {t: reference_codes(t, compact) for t in task_ids}
+    rows = []
+    for path in sorted(Path(rl_out, "trajectories").glob("step_*.jsonl")):
+        c = {"fast": 0, "slow": 0, "other": 0}
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    traj = Trajectory.from_dict(json.loads(line))
+                except (ValueError, KeyError, TypeError):
+                    continue
+                if traj.turns and traj.task_id in refs:
+                    c[classify(traj.turns[0].candidate, refs[traj.task_id])] += 1
+        n = max(1, sum(c.values()))
+        rows.append({"step": int(path.stem.split("_")[1]), **c, "fast_share": c["fast"] / n})
+    return rows
+
+
+def prebuild(config: TrainConfig, task_ids: list[str], compact: bool, say=print) -> dict[str, Any]:
+    """Evaluate every reference answer of the training tasks once with the run's harness settings: the
+    builds land in the cache (RL samples that reproduce them skip the compile) and the report gets the
+    speedups the policy chooses between. Runs beside SFT, on the core SFT leaves free."""
+    from kernelbench.catalog import find_task
+    from kernelbench.evaluate import evaluate
+    from train.grpo import eval_config_of
+
+    cfg = eval_config_of(config)
+    found: dict[str, Any] = {}
+    for task_id in task_ids:
+        task = find_task(task_id, "builtin")
+        for label, code in reference_codes(task_id, compact).items():
+            t = time.perf_counter()
+            r = evaluate(task, code, cfg)  # the text parsing gives back, so RL samples hit this build
+            found[f"{task_id}:{label}"] = {"status": r.status, "speedup": r.speedup, "score": r.score,
+                                           "runtime_ms": r.runtime_ms, "wall_s": time.perf_counter() - t}
+            say(f"prebuild {task_id} {label}: {r.status} speedup {r.speedup:.2f} ({time.perf_counter() - t:.0f} s)")
+    return found
 
 
 def held_out_bench(pipe: PipelineConfig, config: TrainConfig, model_dir: str, out: str, say=print) -> dict[str, Any]:
@@ -84,32 +146,56 @@ def held_out_bench(pipe: PipelineConfig, config: TrainConfig, model_dir: str, ou
 
 
 def run_pipeline(preset: str, out: str, steps: int | None = None, say=print) -> dict[str, Any]:
-    """Every stage into `out`: sft (cached), rl/, bench/, report.md with plots; returns the summary."""
+    """Every stage into `out`: sft (cached) beside a prebuild of the reference kernels, rl/, bench/,
+    report.md with plots; returns the summary."""
+    import threading
+
     t0 = time.perf_counter()
     os.makedirs(out, exist_ok=True)
     sections = load_sections(preset)
     pipe = load_config(PipelineConfig, preset, "pipeline")
+    sft_config = load_config(SFTConfig, preset, "sft")
+    compact = sft_config.compact_solutions
     config = load_config(TrainConfig, preset, "train", {"steps": steps, "out": os.path.join(out, "rl")})
     walls: dict[str, float] = {}
+    from train.grpo import main as train_main, resolve_tasks
+
+    task_ids = [tk.id for tk in resolve_tasks(config.tasks)]
+    built: dict[str, Any] = {}
+    builder = None
+    if pipe.prebuild:
+        def _prebuild() -> None:
+            t = time.perf_counter()
+            try:
+                built.update(prebuild(config, task_ids, compact, say=say))
+            except Exception as e:  # a failed prebuild only costs RL its compile-cache hits
+                built["error"] = f"{type(e).__name__}: {e}"
+            walls["prebuild_s"] = time.perf_counter() - t
+
+        builder = threading.Thread(target=_prebuild, name="prebuild", daemon=True)
+        builder.start()
+    t = time.perf_counter()
+    config = ensure_warm_start(preset, config, say=say) if not config.model else config
+    walls["sft_s"] = time.perf_counter() - t
+    sft_done = Path(config.model) / "done.json"
+    sft_result = json.loads(sft_done.read_text()) if sft_done.exists() else {}
     if config.torch_threads > 0:
         import torch
 
         torch.set_num_threads(config.torch_threads)
     t = time.perf_counter()
-    config = ensure_warm_start(preset, config, say=say) if not config.model else config
-    walls["sft_s"] = time.perf_counter() - t
-    from train.grpo import main as train_main, resolve_tasks
-
-    task_ids = [tk.id for tk in resolve_tasks(config.tasks)]
-    t = time.perf_counter()
-    before = probe(config.model, task_ids, pipe.train_bench_trajectories, config, seed=12345)
+    before = probe(config.model, task_ids, pipe.train_bench_trajectories, config, seed=12345, compact=compact)
     walls["probe_before_s"] = time.perf_counter() - t
     say(f"probe before RL: {before}")
+    if builder is not None:
+        t = time.perf_counter()
+        builder.join()
+        walls["prebuild_wait_s"] = time.perf_counter() - t
     t = time.perf_counter()
     result = train_main(config, say=say)
     walls["rl_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    after = probe(result.final_dir, task_ids, pipe.train_bench_trajectories, config, seed=12345)
+    after = probe(result.final_dir, task_ids, pipe.train_bench_trajectories, config, seed=12345, compact=compact)
     walls["probe_after_s"] = time.perf_counter() - t
     say(f"probe after RL: {after}")
     t = time.perf_counter()
@@ -120,8 +206,9 @@ def run_pipeline(preset: str, out: str, steps: int | None = None, say=print) -> 
         say(f"held-out bench failed: {bench['error']}")
     walls["bench_s"] = time.perf_counter() - t
     walls["total_s"] = time.perf_counter() - t0
-    summary = {"preset": preset, "sections": sections, "walls": walls, "probe_before": before,
-               "probe_after": after, "bench": bench, "rl_out": result.out_dir}
+    summary = {"preset": preset, "sections": sections, "walls": walls, "sft": sft_result, "prebuild": built,
+               "probe_before": before, "probe_after": after, "choices": choice_shares(result.out_dir, task_ids, compact),
+               "bench": bench, "rl_out": result.out_dir}
     with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=1, default=str)
     from train.report import write_pipeline_report

@@ -54,6 +54,27 @@ def _plot_probe(before: dict[str, dict[str, int]], after: dict[str, dict[str, in
     plt.close(fig)
 
 
+def _plot_choices(choices: list[dict[str, Any]], path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = [c["step"] for c in choices]
+    fig, ax = plt.subplots(figsize=(5.5, 3.4))
+    for key in ("fast", "slow", "other"):
+        n = [max(1, c["fast"] + c["slow"] + c["other"]) for c in choices]
+        ax.plot(steps, [c[key] / m for c, m in zip(choices, n)], marker="o", label=key)
+    ax.set_xlabel("RL step")
+    ax.set_ylabel("share of turn-1 answers")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title("which kernel the policy wrote")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def _mean(records: list[dict[str, float]], key: str) -> float:
     vals = [r[key] for r in records if key in r]
     return sum(vals) / len(vals) if vals else 0.0
@@ -63,6 +84,20 @@ def write_pipeline_report(out: str, summary: dict[str, Any]) -> str:
     records = read_metrics(summary["rl_out"])
     lines = ["# cpu-tiny pipeline", "", f"Preset `{summary['preset']}`. Wall times (s): "
              + ", ".join(f"{k} {v:.0f}" for k, v in summary["walls"].items()), ""]
+    sft = summary.get("sft") or {}
+    if sft:
+        lines += ["## Warm start", "", f"{sft.get('examples')} examples, {sft.get('steps')} steps, final loss "
+                  f"{sft.get('final_loss', 0):.5f} (floor {sft.get('loss_floor', 0):.5f}), {sft.get('train_s', 0):.0f} s."]
+        for c in sft.get("checks", ()):
+            lines.append(f"- {c['task_id']}: {c['samples']} samples at the RL temperature: exact {c['exact']}, "
+                         f"parseable {c['parseable']}")
+        lines.append("")
+    built = {k: v for k, v in (summary.get("prebuild") or {}).items() if isinstance(v, dict)}
+    if built:
+        lines += ["Reference answers through the harness (the choice RL has to learn):", "",
+                  "| answer | status | speedup | score |", "|---|---|---|---|"]
+        lines += [f"| {k} | {v['status']} | {v['speedup']:.2f} | {v['score']:.2f} |" for k, v in built.items()]
+        lines.append("")
     if records:
         _plot_curves(records, os.path.join(out, "reward.png"))
         first, last = records[0], records[-1]
@@ -81,6 +116,13 @@ def write_pipeline_report(out: str, summary: dict[str, Any]) -> str:
         perf = ["perf/step_s", "perf/rollout_s", "perf/update_s", "perf/generate_tokens_per_s",
                 "perf/eval_wait_share", "perf/evaluations_per_s", "perf/trainer_wait_s"]
         lines += ["", "Perf (mean over steps): " + ", ".join(f"`{p}` {_mean(records, p):.3g}" for p in perf), ""]
+    choices = summary.get("choices") or []
+    if choices:
+        _plot_choices(choices, os.path.join(out, "choices.png"))
+        lines += ["## Fast vs slow kernel per RL step", "", "![choices](choices.png)", "",
+                  "| step | fast | slow | other | fast share |", "|---|---|---|---|---|"]
+        lines += [f"| {c['step']} | {c['fast']} | {c['slow']} | {c['other']} | {c['fast_share']:.2f} |" for c in choices]
+        lines.append("")
     before, after = summary["probe_before"], summary["probe_after"]
     _plot_probe(before, after, os.path.join(out, "probe.png"))
     lines += ["## Fast vs slow kernel, before and after RL", "", "![probe](probe.png)", "",

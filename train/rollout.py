@@ -68,6 +68,45 @@ class PoolEvaluator:
         self.pool.shutdown(wait=True)
 
 
+class ReusingEvaluator:
+    """Wraps an evaluator: the first submission of a (task, candidate text) is evaluated, identical later
+    ones share its Future (see `TrainConfig.reuse_identical_results`). Counts what it reused."""
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+        self.config = getattr(inner, "config", None)
+        self._seen: dict[tuple[str, str], Future] = {}
+        self._lock = threading.Lock()
+        self.submitted = 0
+        self.reused = 0
+
+    def submit(self, task: Task, src: str) -> Future:
+        """A new Future per call (callers key their bookkeeping by Future), resolved from the shared one."""
+        key = (task.id, src)
+        with self._lock:
+            self.submitted += 1
+            shared = self._seen.get(key)
+            if shared is None:
+                shared = self._seen[key] = self.inner.submit(task, src)
+            else:
+                self.reused += 1
+        mine: Future = Future()
+
+        def _copy(f: Future) -> None:
+            if f.exception() is not None:
+                mine.set_exception(f.exception())
+            else:
+                mine.set_result(f.result())
+
+        shared.add_done_callback(_copy)
+        return mine
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if close:
+            close()
+
+
 def make_evaluator(eval_config: Any, compile_workers: int, run_workers: int) -> Any:
     """The harness's own `Evaluator` when present, else `PoolEvaluator`."""
     try:

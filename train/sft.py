@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import os
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -47,21 +49,67 @@ class SFTResult:
     final_loss: float
     wall_s: float
     examples: int
+    loss_floor: float = 0.0
+    """The data's lowest reachable mean loss (see `loss_floor`)."""
+    train_s: float = 0.0
+    """Wall time of data, model and training (without the sample check)."""
+    checks: tuple[dict[str, Any], ...] = ()
+    """`SampleCheck.to_dict()` of each prompt (empty when `check_samples` is 0)."""
 
 
-def solution_answer(source: str) -> str:
-    """A reference solution as the agent's answer: its docstring's first sentence as the summary, then
-    the file in one python block (the shape `agent.parsing.parse_response` expects)."""
-    doc = ast.get_docstring(ast.parse(source)) or "A custom kernel for this task."
-    summary = " ".join(doc.split())
-    return f"<summary>{summary}</summary>\n\n```python\n{source.strip()}\n```"
+_RAW_STRING_OPEN = re.compile(r'=\s*r?"""\s*$')
+_TRAILING_CPP_COMMENT = re.compile(r"\s+//\s.*$")
+
+
+def compact_source(source: str) -> str:
+    """The same solution with fewer tokens: no module docstring, no `//` comments in its C++ strings.
+
+    Only comment lines and `  // ...` tails inside a `name = r\"\"\"` block are removed, so the Python
+    code and every C++ statement stay as written (integer division `//` in Python is never touched)."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    first = tree.body[0] if tree.body else None
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
+        lines = lines[:first.lineno - 1] + lines[first.end_lineno:]
+    out, in_cpp = [], False
+    for line in lines:
+        if in_cpp and line.strip().startswith('"""'):
+            in_cpp = False
+        elif in_cpp:
+            if line.strip().startswith("//"):
+                continue
+            line = _TRAILING_CPP_COMMENT.sub("", line)
+        elif _RAW_STRING_OPEN.search(line):
+            in_cpp = True
+        out.append(line)
+    return "\n".join(out).strip() + "\n"
+
+
+def solution_summary(source: str, first_sentence: bool = False) -> str:
+    """The docstring of a solution file as the answer's summary (only its first sentence when asked)."""
+    doc = " ".join((ast.get_docstring(ast.parse(source)) or "A custom kernel for this task.").split())
+    if first_sentence:
+        doc = re.split(r"(?<=[.:;])\s", doc, maxsplit=1)[0].rstrip(":;") or doc
+    return doc
+
+
+def solution_answer(source: str, compact: bool = False) -> str:
+    """A reference solution as the agent's answer: its docstring as the summary, then the file in one
+    python block (the shape `agent.parsing.parse_response` expects). `compact`: first sentence only and
+    `compact_source` of the file."""
+    code = compact_source(source) if compact else source
+    return f"<summary>{solution_summary(source, compact)}</summary>\n\n```python\n{code.strip()}\n```"
+
+
+def prompt_settings(config: SFTConfig) -> PromptSettings:
+    return PromptSettings(device=config.device, hardware=config.hardware, style=config.prompt_style)
 
 
 def solution_examples(config: SFTConfig) -> list[Example]:
     from kernelbench.catalog import find_task
     from kernelbench.solutions import find_solution, list_solutions
 
-    settings = PromptSettings(device=config.device, hardware=config.hardware)
+    settings = prompt_settings(config)
     task_ids = list(config.tasks) or sorted({s.task_id for k in config.solution_kinds for s in list_solutions(k)})
     examples = []
     for task_id in task_ids:
@@ -70,7 +118,7 @@ def solution_examples(config: SFTConfig) -> list[Example]:
         for kind in config.solution_kinds:
             sol = find_solution(task_id, kind)
             if sol is not None:
-                examples.append(Example(task_id, kind, prompt, solution_answer(sol.source)))
+                examples.append(Example(task_id, kind, prompt, solution_answer(sol.source, config.compact_solutions)))
     return examples
 
 
@@ -139,6 +187,62 @@ def _stop_callback(target: float, window: int, log_path: str):
     return StopAtLoss()
 
 
+def loss_floor(examples: list[Example], answer_tokens: list[int]) -> float:
+    """Lowest mean per-token loss a perfect memoriser reaches on these examples: a prompt with k distinct
+    answers costs ln k on the token where they part (the model can at best split its probability evenly),
+    spread over each answer's tokens; averaged over examples, as single-example steps sample them."""
+    answers: dict[str, set[str]] = {}
+    for e in examples:
+        answers.setdefault(json.dumps(e.prompt), set()).add(e.answer)
+    per = [math.log(len(answers[json.dumps(e.prompt)])) / max(1, n) for e, n in zip(examples, answer_tokens)]
+    return sum(per) / max(1, len(per))
+
+
+@dataclass(frozen=True)
+class SampleCheck:
+    """Answers sampled from the trained model for one prompt, sorted by what they reproduce."""
+
+    task_id: str
+    samples: int
+    exact: dict[str, int]
+    """Answers whose code equals a training answer's code, by that answer's source (`cpu`, `cpu_slow`...)."""
+    parseable: int
+    """Answers `agent.parsing` accepts (a python block defining ModelNew), exact ones included."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "samples": self.samples, "exact": dict(self.exact), "parseable": self.parseable}
+
+
+def check_samples(model: Any, tokenizer: Any, examples: list[Example], samples: int, temperature: float,
+                  max_tokens: int, seed: int = 0) -> list[SampleCheck]:
+    """Sample each prompt's answer `samples` times and count exact reproductions and parseable answers
+    (the test that memorisation is good enough: REFERENCES.md, a loss of 0.016 still gave 0 parseable)."""
+    from agent.hf_backend import HFPolicy
+    from agent.parsing import parse_response
+    from agent.policy import SamplingConfig
+
+    policy = HFPolicy(model, tokenizer)
+    by_prompt: dict[str, list[Example]] = {}
+    for e in examples:
+        by_prompt.setdefault(json.dumps(e.prompt), []).append(e)
+    checks = []
+    for i, group in enumerate(by_prompt.values()):
+        refs = {e.source: parse_response(e.answer).code.strip() for e in group}
+        outs = policy.generate([group[0].prompt] * samples,
+                               SamplingConfig(temperature=temperature, max_tokens=max_tokens, seed=seed + 1000 * i))
+        exact = {k: 0 for k in refs}
+        parseable = 0
+        for o in outs:
+            parsed = parse_response(o.text)
+            parseable += parsed.ok
+            for k, code in refs.items():
+                if parsed.ok and parsed.code.strip() == code:
+                    exact[k] += 1
+                    break
+        checks.append(SampleCheck(task_id=group[0].task_id, samples=samples, exact=exact, parseable=parseable))
+    return checks
+
+
 def main(config: SFTConfig, say=print) -> SFTResult:
     """Build the data and the model, train with TRL's SFTTrainer, save a folder the hf backend loads."""
     from datasets import Dataset
@@ -156,31 +260,51 @@ def main(config: SFTConfig, say=print) -> SFTResult:
         raise ValueError(f"no warm-start examples from {config.data!r} (tasks {list(config.tasks) or 'all'})")
     model, tokenizer = build_model(config, examples)
     rows = [{"prompt": e.prompt, "completion": [{"role": "assistant", "content": e.answer}]} for e in examples]
-    lengths = [len(tokenizer(tokenizer.apply_chat_template(r["prompt"] + r["completion"], tokenize=False),
-                             add_special_tokens=False)["input_ids"]) for r in rows]
-    keep = [r for r, n in zip(rows, lengths) if n <= config.max_length]
-    if len(keep) < len(rows):
-        say(f"dropped {len(rows) - len(keep)} example(s) longer than {config.max_length} tokens")
-    say(f"{len(keep)} examples from {len({e.task_id for e in examples})} task(s); longest {max(lengths)} tokens; "
+
+    def n_tokens(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    lengths = [n_tokens(tokenizer.apply_chat_template(r["prompt"] + r["completion"], tokenize=False)) for r in rows]
+    answer_tokens = [n - n_tokens(tokenizer.apply_chat_template(r["prompt"], tokenize=False, add_generation_prompt=True))
+                     for r, n in zip(rows, lengths)]
+    kept = [i for i, n in enumerate(lengths) if n <= config.max_length]
+    if len(kept) < len(rows):
+        say(f"dropped {len(rows) - len(kept)} example(s) longer than {config.max_length} tokens")
+    floor = loss_floor([examples[i] for i in kept], [answer_tokens[i] for i in kept])
+    say(f"{len(kept)} examples from {len({e.task_id for e in examples})} task(s); tokens per example "
+        f"{min(lengths)}-{max(lengths)} (answers {min(answer_tokens)}-{max(answer_tokens)}); loss floor {floor:.5f}; "
         f"model {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters")
     log_path = os.path.join(config.out, "log.jsonl")
     if os.path.exists(log_path):
         os.remove(log_path)
     args = TRLConfig(output_dir=os.path.join(config.out, "trainer"), max_steps=config.max_steps,
                      per_device_train_batch_size=config.batch_size, learning_rate=config.learning_rate,
-                     lr_scheduler_type="constant", warmup_steps=0, logging_steps=1, save_strategy="no",
+                     lr_scheduler_type=config.lr_schedule, warmup_steps=0, logging_steps=1, save_strategy="no",
                      report_to="none", use_cpu=config.device == "cpu", seed=config.seed, max_length=config.max_length,
                      completion_only_loss=True, dataloader_num_workers=0, disable_tqdm=True, bf16=False)
-    stopper = _stop_callback(config.target_loss, config.loss_window, log_path)
-    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(keep), processing_class=tokenizer,
-                         callbacks=[stopper])
+    target = floor + config.target_loss if config.target_loss > 0 else 0.0
+    stopper = _stop_callback(target, config.loss_window, log_path)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list([rows[i] for i in kept]),
+                         processing_class=tokenizer, callbacks=[stopper])
     trainer.train()
     model = trainer.model
+    model.eval()
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.save_pretrained(config.out)
     tokenizer.save_pretrained(config.out)
     final = sum(stopper.losses[-config.loss_window:]) / max(1, len(stopper.losses[-config.loss_window:]))
+    train_s = time.perf_counter() - t0
+    say(f"sft: {len(stopper.losses)} steps, final loss {final:.5f} (floor {floor:.5f}), {train_s:.0f} s -> {config.out}")
+    checks: list[SampleCheck] = []
+    if config.check_samples > 0:
+        checks = check_samples(model, tokenizer, [examples[i] for i in kept], config.check_samples,
+                               config.check_temperature, max_tokens=max(answer_tokens) + 32, seed=config.seed)
+        with open(os.path.join(config.out, "check.json"), "w", encoding="utf-8") as f:
+            json.dump([c.to_dict() for c in checks], f, indent=1)
+        for c in checks:
+            say(f"sft check {c.task_id}: {c.samples} samples at T={config.check_temperature}: exact {c.exact}, "
+                f"parseable {c.parseable}")
     wall = time.perf_counter() - t0
-    say(f"sft: {len(stopper.losses)} steps, final loss {final:.5f}, {wall:.0f} s -> {config.out}")
-    return SFTResult(out_dir=config.out, steps=len(stopper.losses), final_loss=final, wall_s=wall, examples=len(keep))
+    return SFTResult(out_dir=config.out, steps=len(stopper.losses), final_loss=final, wall_s=wall, examples=len(kept),
+                     loss_floor=floor, train_s=train_s, checks=tuple(c.to_dict() for c in checks))
