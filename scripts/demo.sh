@@ -5,4 +5,5 @@
 set -euo pipefail
 OUT="${1:-runs/cpu-tiny}"
 cd "$(dirname "$0")/.."
+bash scripts/install.sh   # a fresh machine: bubblewrap, the project and its pinned dependencies
 exec kernel-agent train --preset cpu-tiny --pipeline --out "$OUT"
