@@ -68,6 +68,16 @@ class OptimizeConfig:
     """Text naming the target machine for the prompt; empty detects it."""
     token_budget: int = 8192
     """Prompt token budget (oldest attempts are dropped first beyond it)."""
+    compile_workers: int = 2
+    """Compile workers (threads locally, CPU actors on Ray)."""
+    run_workers: int = 1
+    """Run workers (one per GPU: threads locally, GPU actors on Ray)."""
+    executor: str = "local"
+    """`local` (this machine) or `ray` (actors on a Ray cluster; see docs/cluster.md)."""
+    ray_address: str = ""
+    """Ray cluster to use with `executor: ray`: empty starts a local Ray, `auto` joins this machine's cluster."""
+    max_in_flight: int = 0
+    """Most unfinished evaluations at once; submitting more waits (0: no bound)."""
 
 
 @dataclass(frozen=True)
@@ -168,9 +178,12 @@ def optimize(config: OptimizeConfig, *, policy: Policy | None = None, evaluator:
     own_evaluator = evaluator is None
     if own_evaluator:
         from kernelbench.config import EvalConfig
-        from kernelbench.evaluator import Evaluator
+        from kernelbench.executor import make_evaluator
 
-        evaluator = Evaluator(EvalConfig(device=config.device, size=size, op_policy=task.op_policy))
+        evaluator = make_evaluator(EvalConfig(device=config.device, size=size, op_policy=task.op_policy),
+                                   executor=config.executor, ray_address=config.ray_address,
+                                   compile_workers=config.compile_workers, run_workers=config.run_workers,
+                                   max_in_flight=config.max_in_flight)
     hardware = config.hardware or describe_hardware(config.device)
     budget = SearchBudget(trajectories=config.trajectories, turns=config.turns,
                           rounds=config.rounds if config.strategy == "beam" else 1, keep=config.beam_keep)

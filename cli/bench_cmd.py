@@ -46,6 +46,12 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile-workers", type=int, default=2)
     p.add_argument("--run-workers", type=int, default=1)
     p.add_argument("--build-cache", default="", help="build cache folder (default $KERNEL_AGENT_CACHE or ~/.cache)")
+    p.add_argument("--executor", default="local", choices=("local", "ray"),
+                   help="evaluate on this machine, or on Ray actors (docs/cluster.md)")
+    p.add_argument("--ray-address", default="",
+                   help="Ray cluster for --executor ray (default: start a local Ray; auto: the cluster this machine joined)")
+    p.add_argument("--max-in-flight", type=int, default=0,
+                   help="most unfinished evaluations at once (default 0: no bound)")
     p.add_argument("--no-compile-baseline", action="store_true",
                    help="skip the torch.compile baseline (its first measurement compiles each task: slow)")
     p.add_argument("--refresh-baselines", action="store_true", help="measure the baselines again")
@@ -76,10 +82,13 @@ def config_from(args: argparse.Namespace, **changes):
                       temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed,
                       op_policy=args.op_policy, hardware=args.hardware, timing_trials=args.timing_trials,
                       compile_workers=args.compile_workers, run_workers=args.run_workers,
-                      build_cache_dir=args.build_cache, compile_baseline=not args.no_compile_baseline,
+                      build_cache_dir=args.build_cache, executor=args.executor, ray_address=args.ray_address,
+                      max_in_flight=args.max_in_flight, compile_baseline=not args.no_compile_baseline,
                       refresh_baselines=args.refresh_baselines, baseline_cache=args.baseline_cache)
     if cfg.trajectories < 1 or cfg.turns < 1:
         raise UsageError("--trajectories and --turns must be at least 1")
+    if cfg.max_in_flight < 0:
+        raise UsageError("--max-in-flight must be at least 0")
     from dataclasses import replace
 
     return replace(cfg, **changes)

@@ -75,8 +75,14 @@ def _summary(task_id: str, r) -> str:
 
 
 def _compile_only(args, src: str) -> int:
+    import shutil
+
     from kernelbench.builds import nvcc_compile_check
 
+    cuda_bin = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin", "nvcc")
+    if not shutil.which("nvcc") and not os.path.exists(cuda_bin):
+        # no compiler is not a verdict on the candidate: say so instead of reporting a failed compile
+        raise UsageError("--compile-only needs nvcc (the CUDA toolkit) on PATH or in $CUDA_HOME/bin")
     check = nvcc_compile_check(src)
     if args.json:
         print(json.dumps(check.to_dict(), sort_keys=True))

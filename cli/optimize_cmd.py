@@ -38,6 +38,14 @@ def add_parser(sub) -> None:
     p.add_argument("--max-tokens", type=int, default=8192)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--hardware", default="", help="target hardware named in the prompt (default: detected)")
+    p.add_argument("--compile-workers", type=int, default=2, help="parallel compiles")
+    p.add_argument("--run-workers", type=int, default=1, help="parallel run stages (one per GPU)")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="evaluate on this machine, or on Ray actors (docs/cluster.md)")
+    p.add_argument("--ray-address", default="",
+                   help="Ray cluster for --executor ray (default: start a local Ray; auto: the cluster this machine joined)")
+    p.add_argument("--max-in-flight", type=int, default=0,
+                   help="most unfinished evaluations at once (default 0: no bound)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,9 +53,11 @@ def run(args: argparse.Namespace) -> int:
     from agent.openai_backend import OpenAIError
     from agent.optimize import OptimizeConfig, ProblemFileError, optimize
 
-    for name in ("trajectories", "turns", "rounds", "beam_keep", "max_tokens"):
+    for name in ("trajectories", "turns", "rounds", "beam_keep", "max_tokens", "compile_workers", "run_workers"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
+    if args.max_in_flight < 0:
+        raise UsageError("--max-in-flight must be at least 0")
     if args.backend == "openai" and not args.base_url:
         raise UsageError("--backend openai needs --base-url")
     if args.backend in ("hf", "vllm") and not args.model:
@@ -57,7 +67,9 @@ def run(args: argparse.Namespace) -> int:
                             trajectories=args.trajectories, turns=args.turns, rounds=args.rounds,
                             beam_keep=args.beam_keep, temperature=args.temperature, top_p=args.top_p,
                             max_tokens=args.max_tokens, seed=args.seed, op_policy=args.op_policy,
-                            hardware=args.hardware)
+                            hardware=args.hardware, compile_workers=args.compile_workers,
+                            run_workers=args.run_workers, executor=args.executor, ray_address=args.ray_address,
+                            max_in_flight=args.max_in_flight)
     try:
         outcome = optimize(config)
     except ProblemFileError as e:

@@ -21,6 +21,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="output folder (overrides the preset)")
     p.add_argument("--model", help="policy to start from (overrides the preset)")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    p.add_argument("--executor", choices=("local", "ray"),
+                   help="evaluate rollouts on this machine or on Ray actors (overrides the preset; docs/cluster.md)")
+    p.add_argument("--ray-address", help="Ray cluster for --executor ray (default: start a local Ray; auto: the "
+                                         "cluster this machine joined)")
+    p.add_argument("--max-in-flight", type=int, help="most unfinished evaluations at once (0: no bound)")
     p.add_argument("--pipeline", action="store_true",
                    help="run SFT warm start, RL, held-out bench and report into --out (cpu-tiny)")
 
@@ -38,9 +43,16 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(str(e)) from e
         return 0
     try:
-        config = load_config(TrainConfig, preset, "train", {"steps": args.steps, "out": args.out, "model": args.model})
+        config = load_config(TrainConfig, preset, "train", {"steps": args.steps, "out": args.out, "model": args.model,
+                                                            "executor": args.executor, "ray_address": args.ray_address,
+                                                            "max_in_flight": args.max_in_flight})
     except (ValueError, FileNotFoundError) as e:
         raise UsageError(str(e)) from e
+    from kernelbench.executor import EXECUTORS
+
+    if config.executor not in EXECUTORS or config.max_in_flight < 0:
+        raise UsageError(f"executor must be one of {', '.join(EXECUTORS)} (got {config.executor!r}) "
+                         f"and max_in_flight >= 0 (got {config.max_in_flight})")
     if not config.model:
         from train.pipeline import ensure_warm_start
 

@@ -76,8 +76,16 @@ class BenchConfig:
     """`strict`, `partial`, or empty for each task's own policy."""
     timing_trials: int = 100
     compile_workers: int = 2
+    """Compile workers (threads locally, CPU actors on Ray)."""
     run_workers: int = 1
+    """Run workers (one per GPU: threads locally, GPU actors on Ray)."""
     build_cache_dir: str = ""
+    executor: str = "local"
+    """`local` (this machine) or `ray` (actors on a Ray cluster; see docs/cluster.md)."""
+    ray_address: str = ""
+    """Ray cluster to use with `executor: ray`: empty starts a local Ray, `auto` joins this machine's cluster."""
+    max_in_flight: int = 0
+    """Most unfinished evaluations at once; submitting more waits (0: no bound)."""
     compile_baseline: bool = True
     """Report speedups against `torch.compile` too (cached per task/size/device/torch; see evals.baselines)."""
     refresh_baselines: bool = False
@@ -361,7 +369,7 @@ def run_bench(config: BenchConfig, policy=None, say: Callable[[str], None] = pri
     from evals import replay
     from evals.metrics import compute_metrics
     from evals.report import write_report
-    from kernelbench.evaluator import Evaluator
+    from kernelbench.executor import make_evaluator
 
     done = prepare_out_dir(config)
     if config.backend == "replay":
@@ -387,8 +395,9 @@ def run_bench(config: BenchConfig, policy=None, say: Callable[[str], None] = pri
 
     try:
         if todo:
-            with Evaluator(config.eval_config(), compile_workers=config.compile_workers,
-                           run_workers=config.run_workers) as evaluator:
+            with make_evaluator(config.eval_config(), executor=config.executor, ray_address=config.ray_address,
+                                compile_workers=config.compile_workers, run_workers=config.run_workers,
+                                max_in_flight=config.max_in_flight) as evaluator:
                 if config.backend == "replay":
                     replay.run_replay(config, tasks, todo, evaluator, baselines, on_record)
                 else:

@@ -404,7 +404,10 @@ def run_binds(entry_dir: str, scratch: str, uid: int, kind: str, pch_dir: str = 
         sandbox.give_tree(ext, uid)
         return (sandbox.Bind(ext, writable=True),) + pch  # not mounted: tells run_child which paths the uid needs
     copy = os.path.join(scratch, "ext")
-    shutil.copytree(ext, copy, symlinks=True)  # copy2 keeps mtimes, so ninja finds the build up to date
+    # copy2 keeps mtimes, so ninja finds the build up to date; torch's build baton (`NAME/lock`) stays
+    # behind: a copy taken while another import holds it, or left by a killed compile, would make the run
+    # child's load_inline wait on it until the run stage's timeout
+    shutil.copytree(ext, copy, symlinks=True, ignore=lambda d, names: [n for n in names if n == "lock"])
     sandbox.give_tree(copy, uid)
     return (sandbox.Bind(copy, ext, writable=True),) + pch
 

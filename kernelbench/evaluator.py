@@ -7,6 +7,11 @@ its build is done, so with many candidates the run workers never wait on a compi
 and KernelBench's GPU evaluators leave out; DESIGN.md, Scale: CPU compile workers feed GPU run workers).
 Threads suffice: the work happens in child processes.
 
+Back-pressure: with `max_in_flight` > 0, `submit` blocks while that many evaluations are unfinished, so a
+producer (the policy generating candidates) cannot run arbitrarily far ahead of the harness. Do not call
+`submit` from a Future's done callback then: the callback would wait on the workers it runs on.
+`kernelbench.ray_evaluator.RayEvaluator` offers the same interface across machines.
+
     with Evaluator(EvalConfig(device="cpu"), compile_workers=2) as ev:
         futures = [ev.submit(task, src) for src in candidates]
         results = [f.result() for f in futures]
@@ -16,6 +21,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from kernelbench.config import EvalConfig
@@ -27,11 +33,14 @@ from kernelbench.task import Task
 class Evaluator:
     """Concurrent evaluation; `submit` returns a Future[EvalResult] that never fails for a candidate's fault."""
 
-    def __init__(self, config: EvalConfig, compile_workers: int = 2, run_workers: int = 1):
-        if compile_workers < 1 or run_workers < 1:
-            raise ValueError("compile_workers and run_workers must be >= 1")
+    def __init__(self, config: EvalConfig, compile_workers: int = 2, run_workers: int = 1, max_in_flight: int = 0):
+        if compile_workers < 1 or run_workers < 1 or max_in_flight < 0:
+            raise ValueError("compile_workers and run_workers must be >= 1, max_in_flight >= 0")
         self.config = config
         self.compile_workers = compile_workers
+        self.max_in_flight = max_in_flight
+        self._slots = threading.BoundedSemaphore(max_in_flight) if max_in_flight else None
+        self.run_busy_s = 0.0  # seconds inside the run stage; against wall time: how long runs waited on compiles
         # ninja jobs per build: share the cores between concurrent compiles instead of oversubscribing them
         self._jobs = max(1, (os.cpu_count() or 2) // compile_workers)
         self._compile_pool = ThreadPoolExecutor(compile_workers, thread_name_prefix="ka-compile")
@@ -42,9 +51,15 @@ class Evaluator:
     def submit(self, task: Task, candidate_src: str, config: EvalConfig | None = None) -> Future:
         cfg = config or self.config
         done: Future = Future()
+        if self._slots is not None:
+            self._slots.acquire()  # back-pressure: wait for one of the max_in_flight evaluations to finish
         with self._lock:
             if self._closed:
+                if self._slots is not None:
+                    self._slots.release()
                 raise RuntimeError("Evaluator is closed")
+            if self._slots is not None:
+                done.add_done_callback(lambda _: self._slots.release())
             staged = self._compile_pool.submit(compile_stage, task, candidate_src, cfg, self._jobs)
         staged.add_done_callback(lambda f: self._after_compile(f, done))
         return done
@@ -54,11 +69,19 @@ class Evaluator:
             done.set_exception(staged.exception())
             return
         try:
-            run = self._run_pool.submit(run_stage, staged.result())
+            run = self._run_pool.submit(self._timed_run, staged.result())
         except RuntimeError as e:  # pool shut down under us
             done.set_exception(e)
             return
         run.add_done_callback(lambda f: _forward(f, done))
+
+    def _timed_run(self, staged) -> EvalResult:
+        start = time.perf_counter()
+        try:
+            return run_stage(staged)
+        finally:
+            with self._lock:
+                self.run_busy_s += time.perf_counter() - start
 
     def evaluate_many(self, items: list[tuple[Task, str]]) -> list[EvalResult]:
         futures = [self.submit(task, src) for task, src in items]

@@ -97,6 +97,9 @@ class EvalResult:
     cached_build: bool = False
     """The candidate's extension came from the build cache."""
     conditions: Conditions = field(default_factory=Conditions)
+    retries: int = 0
+    """Times the evaluation was restarted because the worker running it was lost (an actor or node of the
+    Ray executor died); 0 for the local executor. Records written before this field load with 0."""
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

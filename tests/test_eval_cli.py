@@ -30,3 +30,14 @@ def test_eval_bad_arguments_exit_2(tmp_path):
     assert out.returncode == 2 and "error" in out.stderr
     out = kernel_agent("eval", "--task", str(FIXTURES / "relu_task.py"), "--candidate", str(tmp_path / "nope.py"))
     assert out.returncode == 2 and "cannot read candidate" in out.stderr
+
+
+def test_compile_only_without_nvcc_exits_2_with_the_reason(tmp_path):
+    """No CUDA toolkit is a fault of the machine, not a failed compile of the candidate."""
+    import os
+
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable) + ":/bin", "CUDA_HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "cli", "eval", "--task", str(FIXTURES / "relu_task.py"),
+                          "--candidate", str(FIXTURES / "cuda_relu.py"), "--compile-only"],
+                         capture_output=True, text=True, timeout=300, cwd=Path(__file__).parent.parent, env=env)
+    assert out.returncode == 2 and "needs nvcc" in out.stderr, (out.returncode, out.stderr[-500:])

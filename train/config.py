@@ -205,6 +205,13 @@ class TrainConfig:
     """Seed of data order, sampling and any randomness in the update."""
     out: str = "runs/train"
     """Output folder: config.json, metrics.jsonl, tb/, trajectories/, checkpoints/, final/."""
+    executor: str = "local"
+    """Where the harness evaluates rollouts: `local` (this machine) or `ray` (compile actors on CPU nodes,
+    run actors one per GPU on evaluation nodes; see docs/cluster.md)."""
+    ray_address: str = ""
+    """Ray cluster for `executor: ray`: empty starts a local Ray, `auto` joins the cluster this machine is part of."""
+    max_in_flight: int = 0
+    """Most unfinished evaluations at once; the rollout's submissions wait beyond it (0: no bound)."""
 
 
 @dataclass(frozen=True)

@@ -128,7 +128,9 @@ def make_harness_rollout(config: TrainConfig, out_dir: str):
     from agent.policy import SamplingConfig
     from train.rollout import HarnessRollout, ReusingEvaluator, make_evaluator
 
-    evaluator = make_evaluator(eval_config_of(config), config.compile_workers, config.run_workers)
+    evaluator = make_evaluator(eval_config_of(config), config.compile_workers, config.run_workers,
+                               executor=config.executor, ray_address=config.ray_address,
+                               max_in_flight=config.max_in_flight)
     if config.reuse_identical_results:
         evaluator = ReusingEvaluator(evaluator)
     sampling = SamplingConfig(temperature=config.temperature, max_tokens=config.max_new_tokens)

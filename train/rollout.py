@@ -107,13 +107,16 @@ class ReusingEvaluator:
             close()
 
 
-def make_evaluator(eval_config: Any, compile_workers: int, run_workers: int) -> Any:
-    """The harness's own `Evaluator` when present, else `PoolEvaluator`."""
+def make_evaluator(eval_config: Any, compile_workers: int, run_workers: int, *, executor: str = "local",
+                   ray_address: str = "", max_in_flight: int = 0) -> Any:
+    """The harness's evaluator for `executor` (`kernelbench.executor`: local threads or Ray actors), else
+    `PoolEvaluator` when the harness's own is absent."""
     try:
-        from kernelbench.evaluator import Evaluator
+        from kernelbench.executor import make_evaluator as make
     except ImportError:
         return PoolEvaluator(eval_config, workers=max(compile_workers, run_workers))
-    return Evaluator(eval_config, compile_workers=compile_workers, run_workers=run_workers)
+    return make(eval_config, executor=executor, ray_address=ray_address, compile_workers=compile_workers,
+                run_workers=run_workers, max_in_flight=max_in_flight)
 
 
 @dataclass(frozen=True)
