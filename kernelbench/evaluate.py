@@ -91,7 +91,8 @@ def compile_stage(task: Task, src: str, config: EvalConfig, jobs: int = 0) -> St
     early = precheck(task, src, config)
     if early is not None:
         return Staged(task, src, config, None, early)
-    pch_dir = builds.ensure_pch()  # trusted parent, once per toolchain; CUDA builds' main.cpp uses it too
+    # trusted parent, once per toolchain and flag set; CUDA builds' main.cpp uses it too
+    pch_dir = builds.ensure_pch(builds.pch_flags(src))
     out = builds.build(src, config, jobs, pch_dir)
     policy = policy_of(task, config)
     fields = dict(compile_s=out.compile_s, cached_build=out.cached)

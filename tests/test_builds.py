@@ -58,6 +58,47 @@ def test_child_load_inline_gets_pch_and_standard_flags():
     assert seen[1]["extra_cflags"] == ["-O2"] and seen[1]["use_pch"] is False
 
 
+def _with_flags(flags: str) -> str:
+    return (FIXTURES / "relu_ok.py").read_text().replace('extra_cflags=["-O3"]', flags)
+
+
+def test_pch_flags_reads_allowed_flag_sets_only():
+    assert builds.pch_flags(_with_flags('extra_cflags=["-O3"]')) == ("-O3",)
+    assert builds.pch_flags(_with_flags('extra_cflags=["-O3", "", "-fopenmp"]')) == ("-O3", "-fopenmp")
+    assert builds.pch_flags(_with_flags("verbose=False")) == builds.STANDARD_CFLAGS  # none given: the hook's
+    # the parent runs gcc with these flags outside the sandbox: anything but optimisation switches gets none
+    assert builds.pch_flags(_with_flags('extra_cflags=["-O3", "-fplugin=/tmp/x.so"]')) is None
+    assert builds.pch_flags(_with_flags('extra_cflags=["-O3", "-I/etc"]')) is None
+    assert builds.pch_flags(_with_flags('extra_cflags=["-O" + str(3)]')) is None  # not a literal
+    two = _with_flags('extra_cflags=["-O3"]') + '\next2 = load_inline(name="b", cpp_sources="", extra_cflags=["-O2"])\n'
+    assert builds.pch_flags(two) is None
+
+
+def test_a_build_with_other_flags_uses_a_pch_made_for_them(build_cache_dir):
+    """`-O3` alone cannot use the standard PCH (`-fopenmp` defines macros torch's headers test): the parent
+    builds one for that flag set, and gcc uses it when the build's own compile command runs again."""
+    from kernelbench.evaluate import compile_stage
+    from kernelbench.task import Task
+
+    task = Task(id="t/relu", level=1, name="relu", origin="test", source=(FIXTURES / "relu_task.py").read_text())
+    src = (FIXTURES / "relu_ok.py").read_text().replace('"core_relu_ok"', '"core_relu_pch"')  # its own build
+    staged = compile_stage(task, src, EvalConfig(build_cache_dir=build_cache_dir))
+    assert staged.build is not None and staged.build.status == "ok", staged.build
+    assert staged.build.pch_dir, "no PCH folder"
+    assert list(Path(staged.build.pch_dir, "torch", "extension.h.gch").glob("*.gch"))
+    # replay the compile of main.cpp exactly as load_inline ran it, asking gcc which headers it read
+    # (`-H`: a PCH it used is marked "!", one it rejected "x")
+    import shlex
+
+    ext = next(Path(staged.build.entry_dir, "ext").iterdir())
+    command = subprocess.run(["ninja", "-t", "commands", "main.o"], cwd=ext, capture_output=True, text=True,
+                             timeout=60).stdout.strip().splitlines()[-1]
+    replay = subprocess.run(shlex.split(command) + ["-fsyntax-only", "-H"], cwd=ext, capture_output=True,
+                            text=True, timeout=600)
+    used = [ln for ln in replay.stderr.splitlines() if ln.startswith("! ") and "extension.h.gch" in ln]
+    assert used, replay.stderr[:2000]
+
+
 def test_extract_cuda_sources_reads_literals_without_running():
     src = ('from torch.utils.cpp_extension import load_inline\n'
            'HEAD = "// head\\n"\n'
