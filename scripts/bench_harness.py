@@ -5,7 +5,7 @@
 
 Prints figures and the targets they are read against; asserts nothing. Targets (CPU): a warm-cache
 evaluation of a small C++ candidate <= 6x a bare `python -c "import torch"`; a cold compile <= 15 s once
-the PCH exists; 2 compile workers >= 1.6x the throughput of 1 on a compile-bound batch; coefficient of
+the PCH exists; 2 workers per stage >= 1.6x the throughput of 1 on a compile-bound batch; coefficient of
 variation of the speedup <= 5 %. GPU: NVRTC compile < 1 s; speedup CV <= 1 %.
 """
 
