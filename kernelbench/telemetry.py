@@ -9,6 +9,7 @@ heating, which is why Conditions keeps them: to compare runs, not to correct the
 from __future__ import annotations
 
 import functools
+import os
 import platform
 from dataclasses import dataclass
 
@@ -37,8 +38,20 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def read_gpu(index: int = 0) -> DeviceReading:
-    """NVML reading of GPU `index`; an empty reading when NVML is unavailable."""
+def visible_gpu(env: str | None = None) -> int | str:
+    """The GPU this process's CUDA device 0 is, as NVML knows it: the first entry of `CUDA_VISIBLE_DEVICES`
+    (an index, or a `GPU-…`/`MIG-…` UUID), else index 0. A Ray run actor holds one GPU through that variable,
+    and its children inherit it, so the reading is of the GPU the kernels ran on, not always GPU 0."""
+    first = (os.environ.get("CUDA_VISIBLE_DEVICES", "") if env is None else env).split(",")[0].strip()
+    if first.isdigit():
+        return int(first)
+    return first if first.startswith(("GPU-", "MIG-")) else 0
+
+
+def read_gpu(which: int | str | None = None) -> DeviceReading:
+    """NVML reading of GPU `which` (an NVML index or UUID; default `visible_gpu()`); an empty reading when
+    NVML is unavailable."""
+    which = visible_gpu() if which is None else which
     try:
         import pynvml
 
@@ -46,7 +59,8 @@ def read_gpu(index: int = 0) -> DeviceReading:
     except Exception:  # ImportError or NVMLError_LibraryNotFound / DriverNotLoaded on CPU machines
         return DeviceReading()
     try:
-        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        h = (pynvml.nvmlDeviceGetHandleByUUID(which) if isinstance(which, str)
+             else pynvml.nvmlDeviceGetHandleByIndex(which))
         name = pynvml.nvmlDeviceGetName(h)
         driver = pynvml.nvmlSystemGetDriverVersion()
         return DeviceReading(
