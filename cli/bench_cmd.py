@@ -17,7 +17,7 @@ import argparse
 import json
 import os
 
-from cli.main import UsageError
+from cli.main import UsageError, add_executor_options
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
@@ -46,12 +46,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--compile-workers", type=int, default=2)
     p.add_argument("--run-workers", type=int, default=1)
     p.add_argument("--build-cache", default="", help="build cache folder (default $KERNEL_AGENT_CACHE or ~/.cache)")
-    p.add_argument("--executor", default="local", choices=("local", "ray"),
-                   help="evaluate on this machine, or on Ray actors (docs/cluster.md)")
-    p.add_argument("--ray-address", default="",
-                   help="Ray cluster for --executor ray (default: start a local Ray; auto: the cluster this machine joined)")
-    p.add_argument("--max-in-flight", type=int, default=0,
-                   help="most unfinished evaluations at once (default 0: no bound)")
+    add_executor_options(p)
     p.add_argument("--no-compile-baseline", action="store_true",
                    help="skip the torch.compile baseline (its first measurement compiles each task: slow)")
     p.add_argument("--refresh-baselines", action="store_true", help="measure the baselines again")

@@ -25,6 +25,17 @@ class UsageError(Exception):
     """Raised by a subcommand for bad arguments; printed as one line, exit 2."""
 
 
+def add_executor_options(p: argparse.ArgumentParser, *, from_preset: bool = False) -> None:
+    """`--executor`, `--ray-address`, `--max-in-flight` (bench, optimize, train). With `from_preset` the
+    defaults are None, so that only options given on the command line override the preset's values."""
+    p.add_argument("--executor", choices=("local", "ray"), default=None if from_preset else "local",
+                   help="evaluate on this machine, or on Ray actors (docs/cluster.md)")
+    p.add_argument("--ray-address", default=None if from_preset else "",
+                   help="Ray cluster for --executor ray (default: start a local Ray; auto: the cluster this machine joined)")
+    p.add_argument("--max-in-flight", type=int, default=None if from_preset else 0,
+                   help="most unfinished evaluations at once (0: no bound)")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2 (argparse prints the whole usage otherwise)
         sys.stderr.write(f"kernel-agent: error: {message}\n")

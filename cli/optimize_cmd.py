@@ -13,6 +13,7 @@ import sys
 
 from agent.policy import BACKENDS
 from agent.strategies import STRATEGIES
+from cli.main import add_executor_options
 
 
 def add_parser(sub) -> None:
@@ -40,12 +41,7 @@ def add_parser(sub) -> None:
     p.add_argument("--hardware", default="", help="target hardware named in the prompt (default: detected)")
     p.add_argument("--compile-workers", type=int, default=2, help="parallel compiles")
     p.add_argument("--run-workers", type=int, default=1, help="parallel run stages (one per GPU)")
-    p.add_argument("--executor", choices=("local", "ray"), default="local",
-                   help="evaluate on this machine, or on Ray actors (docs/cluster.md)")
-    p.add_argument("--ray-address", default="",
-                   help="Ray cluster for --executor ray (default: start a local Ray; auto: the cluster this machine joined)")
-    p.add_argument("--max-in-flight", type=int, default=0,
-                   help="most unfinished evaluations at once (default 0: no bound)")
+    add_executor_options(p)
 
 
 def run(args: argparse.Namespace) -> int:

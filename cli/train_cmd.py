@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 
-from cli.main import UsageError
+from cli.main import UsageError, add_executor_options
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -21,11 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="output folder (overrides the preset)")
     p.add_argument("--model", help="policy to start from (overrides the preset)")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
-    p.add_argument("--executor", choices=("local", "ray"),
-                   help="evaluate rollouts on this machine or on Ray actors (overrides the preset; docs/cluster.md)")
-    p.add_argument("--ray-address", help="Ray cluster for --executor ray (default: start a local Ray; auto: the "
-                                         "cluster this machine joined)")
-    p.add_argument("--max-in-flight", type=int, help="most unfinished evaluations at once (0: no bound)")
+    add_executor_options(p, from_preset=True)
     p.add_argument("--pipeline", action="store_true",
                    help="run SFT warm start, RL, held-out bench and report into --out (cpu-tiny)")
 

@@ -524,11 +524,15 @@ def nvcc_command(cu_path: str, obj_path: str, arch: str = "sm_90") -> list[str]:
 
 
 def nvcc_compile_check(src: str, timeout_s: float = 600.0, arch: str = "sm_90") -> NvccCheck:
-    """Compile each CUDA source of a candidate with `nvcc -c` against torch's headers (no GPU needed).
+    """Compile each CUDA source of a candidate with `nvcc -c` against torch's headers (no GPU needed);
+    FileNotFoundError when the children cannot find nvcc.
 
     ~60 s per source on 2 cores. The CPU wheel lacks `c10/cuda/impl/cuda_cmake_macros.h`; kernelbench/shims
     provides it. The source is handed to nvcc as text: nvcc runs sandboxed like any compile of candidate text.
     """
+    if shutil.which("nvcc", path=sandbox.child_path()) is None:
+        # no compiler is a fault of the machine, not a failed compile of the candidate
+        raise FileNotFoundError("nvcc (the CUDA toolkit) is not on PATH or in $CUDA_HOME/bin")
     start = time.perf_counter()
     try:
         sources = extract_cuda_sources(src)

@@ -211,11 +211,15 @@ def give_tree(path: str, uid: int) -> None:
             os.lchown(name, uid, uid)
 
 
-def _env(spec: ChildSpec) -> dict[str, str]:
-    py_bin = os.path.dirname(sys.executable)
+def child_path() -> str:
+    """The PATH every child gets: this Python's folder, the CUDA toolkit's, the system's."""
     cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
-    path = os.pathsep.join(dict.fromkeys([py_bin, os.path.join(cuda_home, "bin"), "/usr/local/bin", "/usr/bin", "/bin"]))
-    env = {"PATH": path, "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
+    return os.pathsep.join(dict.fromkeys([os.path.dirname(sys.executable), os.path.join(cuda_home, "bin"),
+                                          "/usr/local/bin", "/usr/bin", "/bin"]))
+
+
+def _env(spec: ChildSpec) -> dict[str, str]:
+    env = {"PATH": child_path(), "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
            "PYTHONNOUSERSITE": "1"}
     for key in ("CUDA_VISIBLE_DEVICES", "CUDA_HOME"):
         if key in os.environ:
