@@ -17,6 +17,13 @@ include path, and gcc uses a .gch valid for the build's flags (else it reads the
 keeps one PCH in torch's install folder that any `load_inline(use_pch=False)` on the machine deletes.
 Measured on 2 cores (scripts/bench_harness.py): a 10-line op's cold compile stage 44.6 s without a
 PCH, 27.7 s with one.
+
+clang, when installed with libomp (`clang_cxx`), compiles CPU builds whose flags are allowlisted: gcc still
+instantiates torch's templates in every build (its PCH leaves them pending), clang's PCH holds them
+(`-fpch-instantiate-templates`). clang accepts only a PCH made with the build's exact flags, so each flag
+set has its own (`clang_pch_dir`), named to the child through the folder `build` hands it, and loaded with
+`-include-pch` (`patch_load_inline`). Measured on 2 cores: the ReLU op's cold compile stage ~12-14 s with
+clang, ~26 s with gcc and its PCH. CUDA builds and other flag sets keep gcc.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,8 +97,7 @@ def _tool_version(argv: tuple[str, ...]) -> str:
     return " ".join(out.strip().splitlines()[-1:] if "nvcc" in argv[0] else out.strip().splitlines()[:1])
 
 
-def toolchain_fingerprint(device: str) -> str:
-    """Everything besides the source that decides what a build produces."""
+def _gcc_fingerprint(device: str) -> list[str]:
     import torch
 
     parts = [f"torch={torch.__version__}", f"cuda={torch.version.cuda}", f"python={sys.version_info[:3]}",
@@ -98,6 +105,15 @@ def toolchain_fingerprint(device: str) -> str:
              "pch=gch-folder"]  # where builds find their PCH (the .o's dependency list names it)
     if device == "cuda":
         parts += [f"nvcc={_tool_version(('nvcc', '--version'))}", f"arch={cuda_arch_list()}"]
+    return parts
+
+
+def toolchain_fingerprint(device: str) -> str:
+    """Everything besides the source that decides what a build produces: for CPU builds, also whether clang
+    compiles them (`clang_cxx`), which changes the object code and the OpenMP runtime the library needs."""
+    parts = _gcc_fingerprint(device)
+    if device == "cpu" and clang_cxx():
+        parts.append(f"cpu-cxx={_tool_version((clang_cxx(), '--version'))} pch=clang-include-pch")
     return "\n".join(parts)
 
 
@@ -225,21 +241,95 @@ def cuda_arch_list() -> str:
         return ""
 
 
-def pch_command(out_path: str, flags: tuple[str, ...] = STANDARD_CFLAGS) -> list[str]:
-    """The gcc command that precompiles torch/extension.h with the flags load_inline builds main.cpp with."""
+def pch_command(out_path: str, flags: tuple[str, ...] = STANDARD_CFLAGS, cxx: str = "") -> list[str]:
+    """The command that precompiles torch/extension.h with the flags load_inline builds main.cpp with: gcc's,
+    or clang's (`cxx`), which also instantiates the header's pending templates into the PCH; gcc redoes
+    those in every build (measured: 8.7 s of the 22 s an include-only main.cpp takes at -O3)."""
     import sysconfig
 
     from torch.utils import cpp_extension
 
     inc = os.path.join(cpp_extension._TORCH_PATH, "include")
-    return [cpp_extension.get_cxx_compiler(), "-x", "c++-header", os.path.join(inc, "torch", "extension.h"),
+    return [cxx or cpp_extension.get_cxx_compiler(), "-x", "c++-header", os.path.join(inc, "torch", "extension.h"),
             "-o", out_path, "-isystem", inc, "-isystem", os.path.join(inc, "torch", "csrc", "api", "include"),
             "-isystem", sysconfig.get_path("include"), "-DTORCH_API_INCLUDE_EXTENSION_H", "-fPIC", "-std=c++20",
-            *flags]
+            *flags, *(["-fpch-instantiate-templates"] if cxx else [])]
+
+
+OMP_PROBE = "#include <omp.h>\nint main() { return omp_get_max_threads() < 1; }\n"
+CLANG_OPENMP = True
+"""Whether `-fopenmp` builds may run clang too. Their OpenMP code runs on LLVM's libomp, which the run child
+supports: (1) libomp registers itself in /dev/shm at its first parallel region and aborts when it cannot
+("OMP: Error #179: Function Can't open SHM2 failed"), so the sandbox mounts a private writable /dev/shm
+(kernelbench/sandbox.py); (2) libomp's worker threads start on the first parallel region and stay, so
+`start_libomp_pool` starts them before the run child's baseline thread count (kernelbench/worker.py), or
+the candidate would be charged with them (`dynamic:threads`). False: `-fopenmp` builds keep gcc."""
+
+
+def clang_for(flags: tuple[str, ...] | None) -> bool:
+    """Whether a CPU build with these flags (`pch_flags`) runs clang with its PCH."""
+    return bool(flags is not None and allowed_flags(flags) and clang_cxx()
+                and (CLANG_OPENMP or "-fopenmp" not in flags))
+
+
+@functools.lru_cache(maxsize=1)
+def clang_cxx() -> str:
+    """clang++ when CPU builds should use it: installed, with LLVM's OpenMP runtime (libomp-dev), and not
+    turned off (KERNEL_AGENT_CPU_CXX=gcc); else '' (gcc builds them, as CUDA builds always are).
+
+    Why: with its PCH, gcc still spends ~22 s on an -O3 main.cpp that only includes torch/extension.h
+    (template instantiations left pending in the PCH, and -O3 code for pybind11's inline functions); clang
+    with a PCH holding the instantiations compiles the ReLU candidate's in about half that. `-fopenmp` under
+    clang needs libomp (gcc's omp.h does not parse under clang); the extension then loads libomp beside the
+    libgomp torch uses, and its omp_* calls bind to libomp's (versioned symbols), checked by the probe's
+    link and by tests/test_builds.py."""
+    if os.environ.get("KERNEL_AGENT_CPU_CXX", "auto") == "gcc":
+        return ""
+    path = shutil.which("clang++", path=sandbox.child_path())
+    if path is None:
+        return ""
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = os.path.join(tmp, "probe")
+        try:
+            built = subprocess.run([path, "-fopenmp", "-x", "c++", "-", "-o", probe], input=OMP_PROBE,
+                                   capture_output=True, text=True, timeout=120)
+            ran = built.returncode == 0 and subprocess.run([probe], capture_output=True, timeout=60).returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    return path if ran else ""
 
 
 def pch_root() -> Path:
     return Path(os.environ.get("KERNEL_AGENT_PCH_DIR") or os.path.expanduser("~/.cache/kernel-agent/pch"))
+
+
+def _pch_folder() -> Path:
+    """This toolchain's PCH folder. Keyed by gcc's command and fingerprint only: a machine that gains clang
+    keeps its gcc PCHs (CUDA builds use them); clang's live in subfolders (`clang_pch_dir`)."""
+    key = hashlib.sha256(" ".join(pch_command("X", ()) + ["\n".join(_gcc_fingerprint("cpu")), "gch-folder"]).encode())
+    return pch_root() / key.hexdigest()[:16]
+
+
+def _flags_hash(flags: tuple[str, ...]) -> str:
+    return hashlib.sha256("\0".join(flags).encode()).hexdigest()[:16]
+
+
+def _load_inline_params() -> list[str]:
+    """load_inline's parameter names in order (they move between torch versions: 2.x added sycl_sources)."""
+    import inspect
+
+    from torch.utils import cpp_extension
+
+    return list(inspect.signature(cpp_extension.load_inline).parameters)
+
+
+def normal_flags(flags: Any) -> tuple[str, ...]:
+    """A call's extra_cflags without the empty strings torch drops from the command anyway."""
+    return tuple(f for f in flags if isinstance(f, str) and f.strip())
+
+
+def allowed_flags(flags: tuple[str, ...]) -> bool:
+    return all(f in PCH_FLAG_TOKENS for f in flags)
 
 
 def pch_flags(src: str) -> tuple[str, ...] | None:
@@ -253,17 +343,17 @@ def pch_flags(src: str) -> tuple[str, ...] | None:
     for kind, args, kwargs in json.loads(parts):
         if kind != "load_inline":
             continue
-        flags = kwargs.get("extra_cflags", args[4] if len(args) > 4 else None)
-        flags = STANDARD_CFLAGS if flags is None else tuple(f for f in flags if isinstance(f, str) and f.strip())
-        if not all(f in PCH_FLAG_TOKENS for f in flags):
+        flags = {**dict(zip(_load_inline_params(), args)), **kwargs}.get("extra_cflags")
+        flags = STANDARD_CFLAGS if flags is None else normal_flags(flags)
+        if not allowed_flags(flags):
             return None
         found.add(tuple(flags))
     return found.pop() if len(found) == 1 else None
 
 
-def ensure_pch(flags: tuple[str, ...] | None = STANDARD_CFLAGS) -> str:
-    """The folder whose `torch/extension.h.gch/` holds our precompiled headers, with one built now (by the
-    trusted parent, once per toolchain and flag set) for `flags`; '' without a usable compiler.
+def ensure_pch(flags: tuple[str, ...] | None = STANDARD_CFLAGS, device: str | None = None) -> str:
+    """The folder whose `torch/extension.h.gch/` holds gcc's precompiled headers, with the PCHs for `flags`
+    built now (by the trusted parent, once per toolchain and flag set); '' without a usable compiler.
 
     `extension.h.gch` is a folder: gcc tries every PCH in it and uses one valid for the build's flags (gcc
     manual, "Using Precompiled Headers"), so a candidate built with `-O3` alone gets a PCH as one built with
@@ -273,57 +363,196 @@ def ensure_pch(flags: tuple[str, ...] | None = STANDARD_CFLAGS) -> str:
     own PCH (`use_pch=True` writes one into torch's install folder, and any `load_inline(use_pch=False)` on
     the machine deletes it again). The child puts this folder first on the include path; with no valid PCH
     gcc reads the forwarding header, which leads to torch's.
-    """
-    from torch.utils import cpp_extension
 
-    try:
-        if not cpp_extension.check_compiler_is_gcc(cpp_extension.get_cxx_compiler()):
-            return ""  # clang's PCH format and rules differ: builds run without one
-    except Exception:
-        return ""
-    key = hashlib.sha256(" ".join(pch_command("X", ()) + [toolchain_fingerprint("cpu"), "gch-folder"]).encode())
-    folder = pch_root() / key.hexdigest()[:16]
+    When CPU builds run clang (`clang_cxx`), clang's PCH for `flags` is built too (`clang_pch_dir`; `build`
+    hands the child that subfolder). `device` saves the PCH the builds will not use: "cpu" there builds only
+    clang's, "cuda" only gcc's; None (a caller that does not say) builds both.
+    """
+    if flags is not None and not allowed_flags(flags):
+        flags = None  # the compilers below run unsandboxed: never with a candidate's -I, -D or plugin
+    clang = clang_for(flags) and device != "cuda"
+    folder = _pch_folder()
     variants = folder / "torch" / "extension.h.gch"
     forwarder = folder / "torch" / "extension.h"
     if not forwarder.exists():
         variants.mkdir(parents=True, exist_ok=True)
         forwarder.write_text(PCH_FORWARDER)
-    if flags is not None:
-        gch = variants / (hashlib.sha256("\0".join(flags).encode()).hexdigest()[:16] + ".gch")
-        if not gch.exists():
-            with open(folder / "build.lock", "w") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                if not gch.exists():
-                    tmp = folder / f"{gch.name}.tmp{os.getpid()}"  # outside the folder gcc searches
-                    done = subprocess.run(pch_command(str(tmp), flags), capture_output=True, timeout=900)
-                    if done.returncode != 0:
-                        tmp.unlink(missing_ok=True)
-                        return str(folder) if any(variants.glob("*.gch")) else ""
-                    os.replace(tmp, gch)
+    gcc = _ensure_gch(folder, flags) if not (clang and device == "cpu") else False
+    if clang:
+        clang_pch_dir(folder, flags)
     for p in [folder, folder / "torch", variants, forwarder, *variants.glob("*.gch")]:  # the sandboxed uid reads it
         os.chmod(p, 0o755 if p.is_dir() else 0o644)
-    return str(folder)
+    return str(folder) if gcc or clang else ""
+
+
+def _ensure_gch(folder: Path, flags: tuple[str, ...] | None) -> bool:
+    """gcc's PCH for `flags` in `folder` (built now if missing); False when gcc cannot use any."""
+    from torch.utils import cpp_extension
+
+    try:
+        if not cpp_extension.check_compiler_is_gcc(cpp_extension.get_cxx_compiler()):
+            return False  # clang's PCH format and rules differ: the default compiler runs without one
+    except Exception:
+        return False
+    variants = folder / "torch" / "extension.h.gch"
+    if flags is None:
+        return True
+    gch = variants / (_flags_hash(flags) + ".gch")
+    if not gch.exists():
+        with open(folder / "build.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not gch.exists():
+                tmp = folder / f"{gch.name}.tmp{os.getpid()}"  # outside the folder gcc searches
+                done = subprocess.run(pch_command(str(tmp), flags), capture_output=True, timeout=900)
+                if done.returncode != 0:
+                    tmp.unlink(missing_ok=True)
+                    return any(variants.glob("*.gch"))
+                os.replace(tmp, gch)
+    return True
+
+
+_CLANG_PCH_FAILED: set[tuple[str, ...]] = set()
+"""Flag sets whose clang PCH failed to build in this process: not retried for every candidate."""
+
+
+def clang_pch_dir(folder: Path, flags: tuple[str, ...]) -> str:
+    """The subfolder of `folder` holding clang's PCH for exactly `flags` (built now if missing), or ''.
+
+    clang refuses a PCH made with other flags (an error, where gcc falls back to the header), so each flag
+    set gets a folder of its own, whose `build.json` names the compiler and flags; the child adds
+    `-include-pch` only to a call with exactly those flags (`patch_load_inline`). Only allowlisted flags
+    (`pch_flags`) get here: the compiler runs outside the sandbox."""
+    if not allowed_flags(flags) or not clang_cxx():
+        return ""
+    # named by compiler version too: clang rejects a PCH another version wrote, and gcc's folder key omits it
+    sub = folder / f"clang-{_flags_hash((_tool_version((clang_cxx(), '--version')), *flags))}"
+    meta = sub / "build.json"  # written last: its presence means the PCH beside it is complete
+    if not meta.exists():
+        if flags in _CLANG_PCH_FAILED:
+            return ""
+        sub.mkdir(parents=True, exist_ok=True)
+        with open(folder / "build.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not meta.exists():
+                tmp = sub / f"extension.pch.tmp{os.getpid()}"
+                try:
+                    done = subprocess.run(pch_command(str(tmp), flags, clang_cxx()), capture_output=True, timeout=900)
+                except (OSError, subprocess.SubprocessError):
+                    done = None
+                if done is None or done.returncode != 0:
+                    tmp.unlink(missing_ok=True)
+                    _CLANG_PCH_FAILED.add(flags)
+                    return ""
+                os.replace(tmp, sub / "extension.pch")
+                meta_tmp = sub / f"build.json.tmp{os.getpid()}"
+                meta_tmp.write_text(json.dumps({"cxx": clang_cxx(), "flags": list(flags), "libomp": _libomp_path()}))
+                os.replace(meta_tmp, meta)
+    for p in (sub, sub / "extension.pch", meta):  # the sandboxed uid reads them
+        os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    return str(sub)
+
+
+def pch_dir_for(pch_dir: str, flags: tuple[str, ...] | None, device: str) -> str:
+    """The PCH folder a build with `flags` (`pch_flags`) uses, from `ensure_pch`'s: clang's subfolder for
+    them when CPU builds run clang and they are allowlisted; else `pch_dir` itself (gcc's folder)."""
+    use_clang = pch_dir and device == "cpu" and clang_for(flags)
+    return (clang_pch_dir(Path(pch_dir), flags) if use_clang else "") or pch_dir
+
+
+def _libomp_path() -> str:
+    """The OpenMP runtime file a clang `-fopenmp` library loads (read from a probe's `ldd`), or ''."""
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = os.path.join(tmp, "probe")
+        try:
+            subprocess.run([clang_cxx(), "-fopenmp", "-x", "c++", "-", "-o", probe], input=OMP_PROBE,
+                           capture_output=True, text=True, timeout=120, check=True)
+            deps = subprocess.run(["ldd", probe], capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    found = [ln.split("=>")[1].split()[0] for ln in deps.splitlines() if "libomp" in ln and "=>" in ln]
+    return os.path.realpath(found[0]) if found and os.path.isabs(found[0]) else ""
+
+
+def start_libomp_pool(pch_dir: str) -> None:
+    """In a run child, before its baseline thread count: start libomp's thread pool when the build ran clang
+    with `-fopenmp` (see CLANG_OPENMP). libomp keeps its workers after a parallel region, as libgomp does
+    (torch's warm-up starts those); started first by the candidate they would count as its threads. The
+    parallel region runs libc's `free(NULL)` in each thread: no Python callback, so no Python thread state."""
+    import ctypes
+
+    clang = _clang_build(pch_dir) if pch_dir else None
+    if not clang or "-fopenmp" not in clang["flags"] or not clang.get("libomp"):
+        return
+    omp = ctypes.CDLL(clang["libomp"])  # the extension's DT_NEEDED libomp.so.5 then finds it loaded
+    omp.GOMP_parallel.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint]
+    omp.GOMP_parallel(ctypes.cast(ctypes.CDLL(None).free, ctypes.c_void_p), None, 0, 0)
+
+
+def _clang_build(pch_dir: str) -> dict | None:
+    """The clang PCH in `pch_dir` (`clang_pch_dir`): compiler, flags, .pch path; None for gcc's folder."""
+    try:
+        meta = json.loads(Path(pch_dir, "build.json").read_text())
+        return {"cxx": str(meta["cxx"]), "flags": tuple(meta["flags"]), "pch": os.path.join(pch_dir, "extension.pch"),
+                "libomp": str(meta.get("libomp") or "")}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def patch_load_inline(device: str, pch_dir: str = "") -> None:
-    """In a child: put our PCH first on the include path, give flag-less builds its flags, and keep torch
-    from deleting or rebuilding its own PCH in its (read-only) install folder."""
+    """In a child: give flag-less builds STANDARD_CFLAGS; build a call whose flags are those of the clang PCH
+    in `pch_dir` with clang and that PCH, any other with the default compiler and `pch_dir` first on the
+    include path (gcc's PCH folder); and keep torch from deleting or rebuilding its own PCH in its
+    (read-only) install folder. The run child makes the same choices from the same `pch_dir`, so ninja
+    finds the build's command unchanged."""
+    import inspect
+
     from torch.utils import cpp_extension
 
     cpp_extension._check_and_build_extension_h_precompiler_headers = lambda *a, **k: None
     cpp_extension.remove_extension_h_precompiler_headers = lambda: None
     original = cpp_extension.load_inline
+    signature = inspect.signature(original)  # torch's, also through kernel_calls' wrapper (its __signature__)
+    generic = any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in signature.parameters.values())
+    clang = _clang_build(pch_dir) if pch_dir and device == "cpu" else None
 
     @functools.wraps(original)
     def load_inline(*args, **kwargs):
-        if kwargs.get("extra_cflags") is None and len(args) < 5:
-            kwargs["extra_cflags"] = list(STANDARD_CFLAGS)
-        if pch_dir and len(args) < 10:
-            kwargs["extra_include_paths"] = [pch_dir] + list(kwargs.get("extra_include_paths") or [])
-        kwargs["use_pch"] = False  # torch's PCH machinery is disabled above; ours comes through the include path
-        return original(*args, **kwargs)
+        try:  # every argument by name (a positional extra_cflags too)
+            call = dict(kwargs) if generic else dict(signature.bind(*args, **kwargs).arguments)
+        except TypeError:
+            return original(*args, **kwargs)  # let torch report the misuse
+        # a wrapper that hides torch's signature: keywords only, positional arguments as given (torch 2.x:
+        # extra_cflags is the 6th, extra_include_paths the 10th)
+        rest = args if generic else ()
+        if call.get("extra_cflags") is None and not (generic and len(args) > 5):
+            call["extra_cflags"] = list(STANDARD_CFLAGS)
+        call["use_pch"] = False  # torch's PCH machinery is disabled above; ours comes through the flags
+        if clang and normal_flags(call.get("extra_cflags") or ()) == clang["flags"]:
+            return _clang_load_inline(original, rest, call, clang)
+        if pch_dir and not (generic and len(args) > 9):
+            call["extra_include_paths"] = [pch_dir] + list(call.get("extra_include_paths") or [])
+        return original(*rest, **call)
 
     cpp_extension.load_inline = load_inline
+
+
+def _clang_load_inline(original, rest: tuple, call: dict, clang: dict):
+    """`load_inline` under clang with its PCH. `-include-pch` loads it before main.cpp, whose own
+    `#include <torch/extension.h>` then stops at the header's `#pragma once`. `-fopenmp` goes on the link
+    line too: clang's OpenMP code calls libomp, which the library must name (torch links without the flag,
+    and gcc's code finds the libgomp torch has loaded)."""
+    call["extra_cflags"] = list(call["extra_cflags"]) + ["-include-pch", clang["pch"]]
+    if "-fopenmp" in clang["flags"]:
+        call["extra_ldflags"] = list(call.get("extra_ldflags") or []) + ["-fopenmp"]
+    saved = os.environ.get("CXX")
+    os.environ["CXX"] = clang["cxx"]  # torch names $CXX in build.ninja; only this call's build
+    try:
+        return original(*rest, **call)
+    finally:
+        if saved is None:
+            os.environ.pop("CXX", None)
+        else:
+            os.environ["CXX"] = saved
 
 
 def extract_error_lines(text: str) -> str:
@@ -366,6 +595,7 @@ def build(src: str, config: EvalConfig, jobs: int = 0, pch_dir: str = "") -> Bui
             meta = _read_meta(meta_path)
             if meta is None:
                 built = (entry / "built").exists()
+                pch_dir = pch_dir_for(pch_dir, pch_flags(src), config.device)
                 meta = _compile(src, config, entry, jobs, pch_dir)
                 if meta["status"] in ("ok", "compile_error", "format_error"):
                     meta_path.parent.mkdir(parents=True, exist_ok=True)

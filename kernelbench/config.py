@@ -34,6 +34,12 @@ class EvalConfig:
     """Untimed calls before timing (KernelBench: 3)."""
     timing_trials: int = 100
     """Timed calls; the median is reported (KernelBench: 100)."""
+    timing_rounds: int = 10
+    """CPU: the reference and the candidate are timed in this many alternating blocks (each child alive,
+    the other one's turn waiting; the candidate frozen during the reference's), and the speedup is the
+    median of the per-round ratios. Why: on a shared machine a process's memory bandwidth drifts by tens
+    of percent within a second, so two medians taken seconds apart disagree; interleaving cancels drift
+    slower than a round. 0: time them one after the other (always so on CUDA, where timings are steady)."""
     timing_input_sets: int = 4
     """Distinct input sets rotated through timing, so a cache of results keyed by input cannot win."""
     time_compile_baseline: bool = False

@@ -7,6 +7,7 @@ Stages (DESIGN.md, "The harness: rules"):
 3. `run_stage`: fresh seeds; a reference child (task code only) makes inputs, reference outputs and the
    reference timing; a run child (candidate) gets only the inputs and returns outputs and its timing; the
    parent compares, judges the dynamic checks, re-verifies suspicious speedups, and reads telemetry.
+   On CPU the two children live side by side and are timed in alternating blocks (`kernelbench.paired`).
 `kernelbench.evaluator.Evaluator` runs stage 2 in a pool ahead of stage 3. Every fault of the candidate
 becomes a status; only harness faults (a broken task, a required sandbox missing) raise.
 """
@@ -22,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kernelbench import builds, feedback, nvrtc, sandbox, telemetry, worker
+from kernelbench import builds, feedback, nvrtc, paired, sandbox, telemetry, worker
 from kernelbench.compare import Comparison, compare_outputs, inputs_unchanged
 from kernelbench.config import EvalConfig
 from kernelbench.inputs import Seeds, draw_seeds
@@ -92,7 +93,7 @@ def compile_stage(task: Task, src: str, config: EvalConfig, jobs: int = 0) -> St
     if early is not None:
         return Staged(task, src, config, None, early)
     # trusted parent, once per toolchain and flag set; CUDA builds' main.cpp uses it too
-    pch_dir = builds.ensure_pch(builds.pch_flags(src))
+    pch_dir = builds.ensure_pch(builds.pch_flags(src), config.device)
     out = builds.build(src, config, jobs, pch_dir)
     policy = policy_of(task, config)
     fields = dict(compile_s=out.compile_s, cached_build=out.cached)
@@ -116,20 +117,26 @@ REFERENCE_FILE_MB = 1 << 16
 reach gigabytes), so only a generous bound applies to it."""
 
 
-def _limits(config: EvalConfig, max_file_mb: int = 0) -> sandbox.Limits:
-    return sandbox.Limits(timeout_s=config.run_timeout_s, max_processes=config.max_processes,
+def _limits(config: EvalConfig, max_file_mb: int = 0, timeout_s: float = 0.0) -> sandbox.Limits:
+    return sandbox.Limits(timeout_s=timeout_s or config.run_timeout_s, max_processes=config.max_processes,
                           max_file_mb=max(config.max_file_mb, max_file_mb),
                           memory_limit_mb=config.memory_limit_mb if config.device == "cpu" else 0)
 
 
-def _spawn(config: EvalConfig, slot: sandbox.SlotLease, scratch: str, job: dict[str, Any], binds=(),
-           extensions_dir: str = "", max_file_mb: int = 0) -> tuple[sandbox.ChildOutcome, dict[str, Any]]:
+def _child_spec(config: EvalConfig, scratch: str, job: dict[str, Any], binds=(), extensions_dir: str = "",
+                max_file_mb: int = 0, pass_fds: tuple[int, ...] = (), timeout_s: float = 0.0) -> sandbox.ChildSpec:
     Path(scratch, "job.json").write_text(json.dumps(job))
     env = builds.child_env(config, extensions_dir) if extensions_dir else (("OMP_NUM_THREADS", str(config.threads)),)
     if config.device == "cuda" and not extensions_dir:
         env += nvrtc.child_env(config.device)
-    spec = sandbox.ChildSpec(argv=worker.child_argv(scratch), scratch_dir=scratch, limits=_limits(config, max_file_mb),
-                             binds=tuple(binds), cuda=config.device == "cuda", env=env)
+    return sandbox.ChildSpec(argv=worker.child_argv(scratch), scratch_dir=scratch,
+                             limits=_limits(config, max_file_mb, timeout_s), binds=tuple(binds),
+                             cuda=config.device == "cuda", env=env, pass_fds=pass_fds)
+
+
+def _spawn(config: EvalConfig, slot: sandbox.SlotLease, scratch: str, job: dict[str, Any], binds=(),
+           extensions_dir: str = "", max_file_mb: int = 0) -> tuple[sandbox.ChildOutcome, dict[str, Any]]:
+    spec = _child_spec(config, scratch, job, binds, extensions_dir, max_file_mb)
     out = sandbox.run_child(spec, slot, config.require_sandbox)
     return out, worker.read_result(scratch, job["nonce"])
 
@@ -147,21 +154,35 @@ class Reference:
     structures: list[str]
     inputs: dict[str, Any]
     outputs: list[list[Any]]
+    block_medians_ms: tuple[float, ...] = ()
+    """Paired timing: the median of each block (empty when timed in one go)."""
+
+
+def _reference_job(task: Task, config: EvalConfig, seeds: Seeds, **extra: Any) -> dict[str, Any]:
+    task_fields = {k: getattr(task, k) for k in ("id", "level", "name", "origin", "source", "path", "op_policy")}
+    return _job(config, "reference", seeds, secrets.token_hex(16), task=task_fields, size=config.size,
+                time_compile=config.time_compile_baseline, **extra)
+
+
+def _reference_from(task: Task, out: sandbox.ChildOutcome, res: dict[str, Any], scratch: str,
+                    rounds: int = 0) -> Reference:
+    if not res.get("ok"):
+        why = "timed out" if out.timed_out else res.get("error") or f"exit {out.returncode}: {out.stderr_tail[-800:]}"
+        raise HarnessError(f"reference of task {task.id} failed: {why}")
+    blocks = res.get("timing_blocks")
+    # the candidate may stop after the reference's block of a round: that round is left out
+    medians = paired.block_medians(blocks[:rounds], rounds) if rounds and isinstance(blocks, list) else None
+    return Reference(timing=res.get("timing", {}), compile_timing=res.get("compile_timing", {}),
+                     structures=res["structures"], inputs=_load(os.path.join(scratch, "inputs.pt")),
+                     outputs=_load(os.path.join(scratch, "reference.pt"))["outputs"],
+                     block_medians_ms=tuple(medians or ()))
 
 
 def run_reference(task: Task, config: EvalConfig, seeds: Seeds, slot: sandbox.SlotLease, scratch: str) -> Reference:
     """The trusted reference in its own sandboxed child; writes inputs.pt into `scratch`."""
-    nonce = secrets.token_hex(16)
-    task_fields = {k: getattr(task, k) for k in ("id", "level", "name", "origin", "source", "path", "op_policy")}
-    job = _job(config, "reference", seeds, nonce, task=task_fields, size=config.size,
-               time_compile=config.time_compile_baseline)
+    job = _reference_job(task, config, seeds)
     out, res = _spawn(config, slot, scratch, job, max_file_mb=REFERENCE_FILE_MB)
-    if not res.get("ok"):
-        why = "timed out" if out.timed_out else res.get("error") or f"exit {out.returncode}: {out.stderr_tail[-800:]}"
-        raise HarnessError(f"reference of task {task.id} failed: {why}")
-    return Reference(timing=res.get("timing", {}), compile_timing=res.get("compile_timing", {}),
-                     structures=res["structures"], inputs=_load(os.path.join(scratch, "inputs.pt")),
-                     outputs=_load(os.path.join(scratch, "reference.pt"))["outputs"])
+    return _reference_from(task, out, res, scratch)
 
 
 @dataclass(frozen=True)
@@ -175,6 +196,8 @@ class RunVerdict:
     flags: tuple[str, ...] = ()
     reasons: dict[str, str] | None = None
     run_s: float = 0.0
+    block_medians_ms: tuple[float, ...] = ()
+    """Paired timing: the median of each candidate block, round by round with the reference's."""
 
 
 def _crash_detail(out: sandbox.ChildOutcome, res: dict[str, Any]) -> str:
@@ -235,31 +258,50 @@ def _compare_all(ref: Reference, cand: dict[str, Any], res: dict[str, Any], conf
     return worst
 
 
-def run_candidate(staged: Staged, ref: Reference, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch: str) -> RunVerdict:
+def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch: str,
+             pipes: paired.Pipes | None = None) -> tuple[str, sandbox.ChildSpec, dict[str, Any]]:
+    """Scratch folder, child spec and job of the candidate's run child (inputs copied from the reference's)."""
     config = staged.config
     scratch = sandbox.make_scratch(slot.uid, prefix="ka-run-")
+    shutil.copy(os.path.join(ref_scratch, "inputs.pt"), os.path.join(scratch, "inputs.pt"))
+    Path(scratch, "candidate.py").write_text(staged.src)
+    sandbox.give_tree(scratch, slot.uid)
+    kind = sandbox.sandbox_kind(config.require_sandbox)
+    binds = builds.run_binds(staged.build.entry_dir, scratch, slot.uid, kind, staged.build.pch_dir)
+    extra = {"paired": pipes.job_fields()} if pipes else {}
+    job = _job(config, "run", seeds, secrets.token_hex(16), candidate="candidate.py", pch_dir=staged.build.pch_dir,
+               **extra)
+    # outputs.pt holds outputs, inputs after the call and the last timing round: a few times inputs.pt
+    inputs_mb = os.path.getsize(os.path.join(scratch, "inputs.pt")) >> 20
+    spec = _child_spec(config, scratch, job, binds, os.path.join(staged.build.entry_dir, "ext"),
+                       max_file_mb=4 * inputs_mb + 64, pass_fds=pipes.child_fds if pipes else ())
+    return scratch, spec, job
+
+
+def _verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, res: dict[str, Any], scratch: str,
+             paired_mode: bool = False, pairing: paired.Pairing | None = None) -> RunVerdict:
+    """The parent's reading of a finished run child (its outputs compared with the reference's); in paired
+    mode, `pairing` is what the parent saw of the rounds (None: the child never said `ready`)."""
+    config = staged.config
+    if out.timed_out:
+        return RunVerdict(TIMEOUT, f"the run stage exceeded {config.run_timeout_s:.0f} s (hang or far too slow)", run_s=out.wall_s)
+    if not res.get("ok"):
+        return RunVerdict(RUNTIME_ERROR, _crash_detail(out, res), run_s=out.wall_s)
     try:
-        shutil.copy(os.path.join(ref_scratch, "inputs.pt"), os.path.join(scratch, "inputs.pt"))
-        Path(scratch, "candidate.py").write_text(staged.src)
-        sandbox.give_tree(scratch, slot.uid)
-        kind = sandbox.sandbox_kind(config.require_sandbox)
-        binds = builds.run_binds(staged.build.entry_dir, scratch, slot.uid, kind, staged.build.pch_dir)
-        job = _job(config, "run", seeds, secrets.token_hex(16), candidate="candidate.py", pch_dir=staged.build.pch_dir)
-        # outputs.pt holds outputs, inputs after the call and the last timing round: a few times inputs.pt
-        inputs_mb = os.path.getsize(os.path.join(scratch, "inputs.pt")) >> 20
-        out, res = _spawn(config, slot, scratch, job, binds, os.path.join(staged.build.entry_dir, "ext"),
-                          max_file_mb=4 * inputs_mb + 64)
-        if out.timed_out:
-            return RunVerdict(TIMEOUT, f"the run stage exceeded {config.run_timeout_s:.0f} s (hang or far too slow)", run_s=out.wall_s)
-        if not res.get("ok"):
-            return RunVerdict(RUNTIME_ERROR, _crash_detail(out, res), run_s=out.wall_s)
-        try:
-            cand = _load(os.path.join(scratch, "outputs.pt"))
-        except Exception as e:  # a file the child wrote is untrusted: unreadable means no result
-            return RunVerdict(RUNTIME_ERROR, f"unreadable outputs from the run process: {type(e).__name__}", run_s=out.wall_s)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        cand = _load(os.path.join(scratch, "outputs.pt"))
+    except Exception as e:  # a file the child wrote is untrusted: unreadable means no result
+        return RunVerdict(RUNTIME_ERROR, f"unreadable outputs from the run process: {type(e).__name__}", run_s=out.wall_s)
     found = _judge(res, out, policy_of(staged.task, config), config.op_checks)
+    medians: list[float] | None = None
+    if paired_mode:  # a run child that reached timing but broke the protocol has no honest timing to score
+        if pairing is None or pairing.stopped:
+            found.setdefault("timing_inconsistent", "the run process broke the paired-timing protocol: " +
+                             (pairing.stopped if pairing else "no `ready` before timing"))
+        else:
+            medians = paired.block_medians(res.get("timing_blocks"), pairing.rounds_done)
+            overrun = paired.overruns(res.get("timing_blocks"), pairing.candidate_block_wall_s)
+            if overrun or medians is None:
+                found.setdefault("timing_inconsistent", overrun or "malformed timing blocks")
     try:
         comparison = _compare_all(ref, cand, res, config)
     except (KeyError, IndexError, TypeError) as e:
@@ -267,12 +309,82 @@ def run_candidate(staged: Staged, ref: Reference, seeds: Seeds, slot: sandbox.Sl
     status = REJECTED if found else (CORRECT if comparison.ok else INCORRECT)
     detail = "" if comparison.ok else "\n".join((comparison.reason,) + comparison.positions)
     return RunVerdict(status, detail, comparison, res.get("timing"),
-                      tuple(found), found, out.wall_s)
+                      tuple(found), found, out.wall_s, tuple(medians or ()))
+
+
+def run_candidate(staged: Staged, ref: Reference, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch: str) -> RunVerdict:
+    """The candidate's run child after the reference's (timed one after the other)."""
+    scratch, spec, job = _run_job(staged, seeds, slot, ref_scratch)
+    try:
+        out = sandbox.run_child(spec, slot, staged.config.require_sandbox)
+        return _verdict(staged, ref, out, worker.read_result(scratch, job["nonce"]), scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _paired(config: EvalConfig) -> bool:
+    return config.device == "cpu" and config.timing_rounds > 0 and config.timing_trials > 0
+
+
+def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tuple[RunVerdict, Reference]:
+    """Reference and candidate children alive together, timed in alternating blocks (kernelbench.paired).
+
+    The reference runs as a second slot's uid, so the candidate cannot signal it even without bubblewrap's
+    pid namespace, and freezing the candidate's uid never touches it.
+    """
+    config = staged.config
+    ref_pipes, cand_pipes = paired.Pipes(), paired.Pipes()
+    children: list[sandbox.RunningChild] = []
+    with sandbox.SlotLease() as ref_slot:
+        ref_scratch = sandbox.make_scratch(ref_slot.uid, prefix="ka-ref-")
+        scratch = ""
+        try:
+            ref_job = _reference_job(staged.task, config, seeds, paired=ref_pipes.job_fields())
+            # alive for its own work, the candidate's whole run and the torch.compile baseline after it
+            ref_spec = _child_spec(config, ref_scratch, ref_job, max_file_mb=REFERENCE_FILE_MB,
+                                   pass_fds=ref_pipes.child_fds, timeout_s=3 * config.run_timeout_s)
+            ref_child = sandbox.start_child(ref_spec, ref_slot, config.require_sandbox)
+            children.append(ref_child)
+            ref_pipes.started()
+            ref_call_ms = paired.ready_ms(ref_pipes.receive(ref_child.deadline))
+            if ref_call_ms is None:  # the reference failed before timing: its result says why
+                _reference_from(staged.task, ref_child.wait(), worker.read_result(ref_scratch, ref_job["nonce"]),
+                                ref_scratch)
+                raise HarnessError(f"reference of task {staged.task.id} never became ready for paired timing")
+            scratch, spec, job = _run_job(staged, seeds, slot, ref_scratch, cand_pipes)
+            cand_child = sandbox.start_child(spec, slot, config.require_sandbox)
+            children.append(cand_child)
+            cand_pipes.started()
+            cand_call_ms = paired.ready_ms(cand_pipes.receive(cand_child.deadline))
+            pairing = None
+            if cand_call_ms is not None:
+                pairing = paired.run_rounds(ref_pipes, ref_child, cand_pipes, cand_child, paired.plan(
+                    config.timing_trials, config.timing_rounds, config.run_timeout_s / 4, ref_call_ms, cand_call_ms))
+            cand_pipes.send("E")
+            out = cand_child.wait()  # past its deadline: killed, a timeout
+            ref_pipes.send("E")  # the torch.compile baseline (if asked) runs now, with the candidate gone
+            ref = _reference_from(staged.task, ref_child.wait(), worker.read_result(ref_scratch, ref_job["nonce"]),
+                                  ref_scratch, pairing.rounds_done if pairing else 0)
+            if pairing is not None and pairing.stopped == "the reference stopped answering":
+                raise HarnessError(f"reference of task {staged.task.id} stopped during paired timing")
+            verdict = _verdict(staged, ref, out, worker.read_result(scratch, job["nonce"]), scratch, True, pairing)
+            return verdict, ref
+        finally:
+            for child in children:
+                child.kill()
+            ref_pipes.close()
+            cand_pipes.close()
+            shutil.rmtree(ref_scratch, ignore_errors=True)
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _measure_once(staged: Staged, slot: sandbox.SlotLease) -> tuple[RunVerdict, Reference | None, Seeds]:
     config = staged.config
     seeds = draw_seeds(config.correctness_trials, config.extra_distribution_trials)
+    if _paired(config):
+        verdict, ref = _measure_paired(staged, slot, seeds)
+        return verdict, ref, seeds
     ref_scratch = sandbox.make_scratch(slot.uid, prefix="ka-ref-")
     try:
         ref = run_reference(staged.task, config, seeds, slot, ref_scratch)
@@ -310,7 +422,8 @@ def run_stage(staged: Staged) -> EvalResult:
                       cuda_version=cuda_v, sandbox=sandbox.sandbox_kind(config.require_sandbox), op_policy=policy,
                       init_seed=seeds.init_seed, input_seeds=seeds.input_seeds + seeds.extra_seeds,
                       correctness_trials=len(seeds.input_seeds) + len(seeds.extra_seeds),
-                      timing_trials=int(timing.get("trials", 0)), warmup_trials=config.warmup_trials, size=config.size)
+                      timing_trials=int(timing.get("trials", 0)), warmup_trials=config.warmup_trials, size=config.size,
+                      timing_rounds=len(ref.block_medians_ms) if ref else 0)
     correct = verdict.status == CORRECT
     status = REJECTED if flags and any(f != "suspicious_speedup" for f in flags) else verdict.status
     correct = correct and status == CORRECT
@@ -331,6 +444,8 @@ def run_stage(staged: Staged) -> EvalResult:
 def _speedup(ref: Reference | None, verdict: RunVerdict) -> float:
     if ref is None or verdict.status != CORRECT or not verdict.timing:
         return 0.0
+    if ref.block_medians_ms and len(ref.block_medians_ms) == len(verdict.block_medians_ms):
+        return paired.paired_speedup(list(ref.block_medians_ms), list(verdict.block_medians_ms))
     ref_ms, run_ms = float(ref.timing.get("median_ms", 0.0)), float(verdict.timing.get("median_ms", 0.0))
     return ref_ms / run_ms if ref_ms > 0 and run_ms > 0 else 0.0
 

@@ -58,6 +58,8 @@ class Conditions:
     warmup_trials: int = 0
     size: str = "cpu"
     """Task size the inputs were made at (`cpu` or `gpu`)."""
+    timing_rounds: int = 0
+    """Alternating reference/candidate timing rounds (0: timed one after the other; see EvalConfig)."""
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ practice). Every candidate runs in its own child; nothing the candidate does rai
 comes back as a `ChildOutcome`.
 
 What the bubblewrap sandbox covers:
-- read-only root filesystem, private `/tmp`, `$HOME` hidden (a tmpfs, with only the Python prefix, site
+- read-only root filesystem, private `/tmp` and `/dev/shm`, `$HOME` hidden (a tmpfs, with only the Python prefix, site
   packages and the project re-bound read-only), one writable scratch folder, fresh `/dev` and `/proc`;
 - no network (own net namespace), own pid/ipc/uts namespaces, a new session (no terminal injection);
 - when the harness runs as root: an unprivileged uid per worker slot with all capabilities dropped, so
@@ -102,6 +102,8 @@ class ChildSpec:
     """Bind the /dev/nvidia* device nodes."""
     env: tuple[tuple[str, str], ...] = ()
     """Extra environment entries (filtered through ENV_ALLOWED)."""
+    pass_fds: tuple[int, ...] = ()
+    """Parent-made pipe ends the child inherits (the paired-timing channel); nothing else stays open."""
 
 
 def find_bwrap() -> str:
@@ -265,7 +267,10 @@ def bwrap_argv(spec: ChildSpec, uid: int, env: dict[str, str]) -> list[str]:
         argv += ["--perms", "0755", "--tmpfs", home]
         for p in _readonly_under_home():
             argv += _dir_chain(p, home) + ["--ro-bind", p, p]
-    argv += ["--perms", "1777", "--tmpfs", "/tmp", "--dev", "/dev", "--proc", "/proc"]
+    # a private, writable /dev/shm: LLVM's OpenMP runtime (clang -fopenmp builds) registers itself there and
+    # aborts without it ("OMP: Error #179 ... SHM2"); bubblewrap's own /dev is root's
+    argv += ["--perms", "1777", "--tmpfs", "/tmp", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm",
+             "--proc", "/proc"]
     if spec.cuda:
         for node in sorted(Path("/dev").glob("nvidia*")):
             argv += ["--dev-bind", str(node), str(node)]
@@ -305,6 +310,90 @@ def _tail(path: str) -> str:
 
 def run_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False) -> ChildOutcome:
     """Run `spec` sandboxed as `slot`'s uid; wait at most `limits.timeout_s`; never raise for the child's faults."""
+    return start_child(spec, slot, require_sandbox).wait()
+
+
+class RunningChild:
+    """A started sandboxed child: `wait()` for its outcome; `freeze()`/`thaw()` stop and resume all of it.
+
+    The deadline counts from the start, so a caller that talks to the child in between (paired timing) and
+    then waits still gets the child's whole limit and no more.
+    """
+
+    def __init__(self, proc: subprocess.Popen, kind: str, uid: int, logs: str, start: float, timeout_s: float):
+        self.proc, self.kind, self.uid, self.logs = proc, kind, uid, logs
+        self.start, self.deadline = start, start + timeout_s
+        self._frozen: set[int] = set()
+        self._outcome: ChildOutcome | None = None
+
+    def remaining_s(self) -> float:
+        return max(0.0, self.deadline - time.perf_counter())
+
+    def freeze(self) -> None:
+        """SIGSTOP every process of this sandbox, threads and all, and return once each one has stopped.
+
+        Why: while the trusted reference is timed beside a live candidate (paired timing on CPU), a thread
+        or process the candidate left running would steal the reference's cores and inflate the speedup.
+        The set is every descendant of the child in the host's pid view (bubblewrap's pid 1 reaps orphans,
+        so a double fork stays a descendant) plus, as root, every process of the slot's uid. Rescanned until
+        no new process turns up, so one forked during the sweep is caught on the next pass.
+        """
+        for _ in range(8):
+            new = _sandbox_pids(self.proc.pid, self.uid) - self._frozen
+            if not new:
+                break
+            for pid in new:
+                _signal(pid, signal.SIGSTOP)
+            self._frozen |= new
+        until = time.perf_counter() + FREEZE_WAIT_S
+        pending = set(self._frozen)
+        while pending and time.perf_counter() < until:
+            pending = {pid for pid in pending if _state(pid) not in ("T", "t", "X", "Z", "")}
+            if pending:
+                time.sleep(0.0005)
+
+    def thaw(self) -> None:
+        for pid in self._frozen | _sandbox_pids(self.proc.pid, self.uid):
+            _signal(pid, signal.SIGCONT)
+        self._frozen = set()
+
+    def wait(self) -> ChildOutcome:
+        """Wait for the child until its deadline (then kill it); clean up; the outcome, computed once."""
+        if self._outcome is not None:
+            return self._outcome
+        if self._frozen:
+            self.thaw()
+        timed_out = False
+        try:
+            self.proc.wait(timeout=self.remaining_s())
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(self.proc.pid)
+            self.proc.wait()
+        wall = time.perf_counter() - self.start
+        _kill_group(self.proc.pid)
+        kill_uid(self.uid)
+        rc = self.proc.returncode
+        if self.kind == BWRAP and 128 < rc < 128 + 65:  # bubblewrap reports a signal death of its child as 128 + signo
+            rc = -(rc - 128)
+        self._outcome = ChildOutcome(returncode=rc, signal=-rc if rc < 0 else 0, timed_out=timed_out, wall_s=wall,
+                                     stdout_tail=_tail(os.path.join(self.logs, "stdout")),
+                                     stderr_tail=_tail(os.path.join(self.logs, "stderr")), sandbox=self.kind)
+        shutil.rmtree(self.logs, ignore_errors=True)
+        return self._outcome
+
+    def kill(self) -> ChildOutcome:
+        self.deadline = time.perf_counter()
+        return self.wait()
+
+
+FREEZE_WAIT_S = 0.5
+"""How long `freeze` waits for the stopped processes to report it (a process in uninterruptible sleep stops
+when it leaves it; it uses no CPU meanwhile)."""
+
+
+def start_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False) -> RunningChild:
+    """Start `spec` sandboxed as `slot`'s uid (see `run_child`); the caller must `wait()` on the result."""
     kind = sandbox_kind(require_sandbox)
     uid = slot.uid
     env = _env(spec)
@@ -323,28 +412,57 @@ def run_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False) -
         user = {"user": uid, "group": uid, "extra_groups": []} if uid >= 0 else {}
     kill_uid(uid)  # leftovers of an earlier harness crash would count against this slot's NPROC
     logs = tempfile.mkdtemp(prefix="ka-log-")
-    out_path, err_path = os.path.join(logs, "stdout"), os.path.join(logs, "stderr")
     start = time.perf_counter()
-    timed_out = False
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+    with open(os.path.join(logs, "stdout"), "wb") as out, open(os.path.join(logs, "stderr"), "wb") as err:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
-                                cwd=spec.scratch_dir, start_new_session=True, close_fds=True, **user)
+                                cwd=spec.scratch_dir, start_new_session=True, close_fds=True,
+                                pass_fds=spec.pass_fds, **user)
+    return RunningChild(proc, kind, uid, logs, start, spec.limits.timeout_s)
+
+
+def _sandbox_pids(root: int, uid: int) -> set[int]:
+    """`root` and its descendants, plus (uid >= 0) every process owned by `uid`, from one scan of /proc."""
+    parent: dict[int, int] = {}
+    owned: set[int] = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
         try:
-            proc.wait(timeout=spec.limits.timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc.pid)
-            proc.wait()
-    wall = time.perf_counter() - start
-    _kill_group(proc.pid)
-    kill_uid(uid)
-    rc = proc.returncode
-    if kind == BWRAP and 128 < rc < 128 + 65:  # bubblewrap reports a signal death of its child as 128 + signo
-        rc = -(rc - 128)
-    outcome = ChildOutcome(returncode=rc, signal=-rc if rc < 0 else 0, timed_out=timed_out, wall_s=wall,
-                           stdout_tail=_tail(out_path), stderr_tail=_tail(err_path), sandbox=kind)
-    shutil.rmtree(logs, ignore_errors=True)
-    return outcome
+            if uid >= 0 and entry.stat().st_uid == uid:
+                owned.add(pid)
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read()
+            parent[pid] = int(stat[stat.rindex(b")") + 2:].split()[1])
+        except (OSError, ValueError):
+            continue
+    found, frontier = {root}, [root]
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parent.items():
+        children.setdefault(ppid, []).append(pid)
+    while frontier:
+        for child in children.get(frontier.pop(), []):
+            if child not in found:
+                found.add(child)
+                frontier.append(child)
+    return (found & set(parent)) | owned
+
+
+def _state(pid: int) -> str:
+    """The one-letter state of `pid` from /proc (T: stopped), or "" when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return stat[stat.rindex(b")") + 2:].split()[0].decode()
+    except (OSError, ValueError, IndexError):
+        return ""
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _reachable(path: str, uid: int) -> bool:

@@ -85,12 +85,13 @@ def unpack_entry(shipment: Shipment) -> bool:
             if path.is_file() and not path.is_symlink() and path.resolve().is_relative_to(entry.resolve()):
                 os.utime(path, ns=(ns, ns))
         (entry / "built").touch()  # last: the entry is complete
-    settle_pch_times(shipment.staged.build.pch_dir, entry / "ext", shipment.staged.src)
+    settle_pch_times(shipment.staged.build.pch_dir, entry / "ext", shipment.staged.src, shipment.staged.config.device)
     return True
 
 
-def settle_pch_times(pch_dir: str, ext_dir: Path, src: str = "") -> None:
-    """Make this node's PCH files (the forwarder header and the .gch for `src`'s flags) no newer than the shipped objects that depend on it.
+def settle_pch_times(pch_dir: str, ext_dir: Path, src: str = "", device: str = "cpu") -> None:
+    """Make this node's PCH files (gcc's forwarder header and .gch files, or clang's PCH for `src`'s flags)
+    no newer than the shipped objects that depend on it.
 
     ninja rebuilds an object whose recorded time is older than any dependency, and a node that built its
     PCH after the compile node built the object would otherwise rebuild it inside every run child. The
@@ -98,12 +99,15 @@ def settle_pch_times(pch_dir: str, ext_dir: Path, src: str = "") -> None:
     differs. Older inputs never make a build stale, so this is safe for every build on the node."""
     if not pch_dir:
         return
-    if builds.ensure_pch(builds.pch_flags(src) if src else builds.STANDARD_CFLAGS) != pch_dir:
+    flags = builds.pch_flags(src) if src else builds.STANDARD_CFLAGS
+    if builds.pch_dir_for(builds.ensure_pch(flags, device), flags, device) != pch_dir:
         log.warning("this node's PCH folder differs from the compile node's (%s): shipped builds will be rebuilt "
                     "in the run stage; give every node the same image and paths", pch_dir)
         return
     outputs = [p.stat().st_mtime for p in ext_dir.rglob("*.o")]
-    inputs = [Path(pch_dir, "torch", "extension.h"), *Path(pch_dir, "torch", "extension.h.gch").glob("*.gch")]
+    inputs = [Path(pch_dir, "torch", "extension.h"), *Path(pch_dir, "torch", "extension.h.gch").glob("*.gch"),
+              Path(pch_dir, "extension.pch")]  # gcc's folder has the first ones, a clang one the last
+    inputs = [p for p in inputs if p.exists()]
     for path in inputs:
         if outputs and path.stat().st_mtime >= min(outputs):
             when = min(outputs) - 1.0

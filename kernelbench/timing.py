@@ -25,6 +25,7 @@ comparison stays fair.
 
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import time
@@ -105,6 +106,75 @@ def load_scaled(buffers: list[Any], values: list[Any], factor: float) -> None:
             buf.copy_(val)
 
 
+class Measurement:
+    """One model's timing session: warm-up, blocks of timed trials, the untimed verification round.
+
+    `measure` runs one block of all the trials; paired timing (CPU) runs many short blocks, each when the
+    parent says so, interleaved with the reference's (`serve_blocks`).
+    """
+
+    def __init__(self, fn: Callable[..., Any], arg_sets: list[list[Any]], device: str, keep: Callable[[Any], Any]):
+        self.t = TIMERS  # one read: swapping the module's attribute mid-measurement changes nothing here
+        self.fn, self.arg_sets, self.device, self.keep = fn, arg_sets, device, keep
+        self.cuda = device == "cuda"
+        self.buffers = [a.clone() if isinstance(a, torch.Tensor) else a for a in arg_sets[0]]
+        self.flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda") if self.cuda else None
+        self.calls = 0
+        self.times_ms: list[float] = []
+
+    def _load_next(self) -> None:
+        load_scaled(self.buffers, self.arg_sets[self.calls % len(self.arg_sets)], self.t.uniform(*SCALE_RANGE))
+        self.calls += 1
+
+    def warm_up(self, n: int) -> float:
+        """`n` (at least 1) untimed calls; returns the seconds per call they took."""
+        t = self.t
+        with torch.no_grad():
+            t0 = t.perf_counter()
+            for _ in range(max(1, n)):
+                self._load_next()
+                self.fn(*self.buffers)
+            if self.cuda:
+                t.synchronize()
+            return (t.perf_counter() - t0) / max(1, n)
+
+    def block(self, n: int) -> list[float]:
+        """`n` timed trials (ms), each on freshly scaled inputs; also appended to `times_ms`."""
+        t, fn, buffers = self.t, self.fn, self.buffers
+        times: list[float] = []
+        with torch.no_grad():
+            for _ in range(n):
+                self._load_next()
+                if self.cuda:
+                    self.flush.zero_()
+                    t.synchronize()
+                    start, end = t.event(enable_timing=True), t.event(enable_timing=True)
+                    t.record(start)
+                    fn(*buffers)
+                    t.synchronize()  # device-wide: side-stream work finishes inside the timed window
+                    t.record(end)
+                    t.event_sync(end)
+                    times.append(t.elapsed(start, end))
+                else:
+                    t1 = t.perf_counter()
+                    fn(*buffers)
+                    times.append((t.perf_counter() - t1) * 1e3)
+        self.times_ms += times
+        return times
+
+    def verify(self) -> list[Any]:
+        """Untimed round over the unperturbed base sets in the same buffers: `keep(output)` of each."""
+        last: list[Any] = []
+        with torch.no_grad():
+            for s in self.arg_sets:
+                load_scaled(self.buffers, s, 1.0)
+                out = self.fn(*self.buffers)
+                if self.cuda:
+                    self.t.synchronize()
+                last.append(self.keep(out))
+        return last
+
+
 def measure(fn: Callable[..., Any], arg_sets: list[list[Any]], device: str, warmup: int, trials: int,
             budget_s: float, keep: Callable[[Any], Any]) -> tuple[TimingStats, list[Any]]:
     """Time `fn` over `arg_sets` (already on `device`), each call on freshly scaled values in one set of buffers.
@@ -112,42 +182,49 @@ def measure(fn: Callable[..., Any], arg_sets: list[list[Any]], device: str, warm
     Returns the stats and `keep(output)` of an untimed final round on the unperturbed sets. `budget_s` caps
     the time spent: a slow forward gets fewer trials (at least 5) rather than a timeout.
     """
-    t = TIMERS  # one read: swapping the module's attribute mid-measurement changes nothing here
-    cuda = device == "cuda"
-    k = len(arg_sets)
-    buffers = [a.clone() if isinstance(a, torch.Tensor) else a for a in arg_sets[0]]
-    flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda") if cuda else None
-    with torch.no_grad():
-        t0 = t.perf_counter()
-        for i in range(max(1, warmup)):
-            load_scaled(buffers, arg_sets[i % k], t.uniform(*SCALE_RANGE))
-            fn(*buffers)
-        if cuda:
-            t.synchronize()
-        per_call_s = (t.perf_counter() - t0) / max(1, warmup)
-        trials = max(min(5, trials), min(trials, int(budget_s / max(per_call_s, 1e-7))))
-        times: list[float] = []
-        for i in range(trials):
-            load_scaled(buffers, arg_sets[i % k], t.uniform(*SCALE_RANGE))
-            if cuda:
-                flush.zero_()
-                t.synchronize()
-                start, end = t.event(enable_timing=True), t.event(enable_timing=True)
-                t.record(start)
-                fn(*buffers)
-                t.synchronize()  # device-wide: side-stream work finishes inside the timed window
-                t.record(end)
-                t.event_sync(end)
-                times.append(t.elapsed(start, end))
-            else:
-                t1 = t.perf_counter()
-                fn(*buffers)
-                times.append((t.perf_counter() - t1) * 1e3)
-        last: list[Any] = []
-        for s in range(k):  # verification round: base values, same buffers, untimed
-            load_scaled(buffers, arg_sets[s], 1.0)
-            out = fn(*buffers)
-            if cuda:
-                t.synchronize()
-            last.append(keep(out))
-    return stats(times, warmup), last
+    m = Measurement(fn, arg_sets, device, keep)
+    per_call_s = m.warm_up(warmup)
+    m.block(max(min(5, trials), min(trials, int(budget_s / max(per_call_s, 1e-7)))))
+    return stats(m.times_ms, warmup), m.verify()
+
+
+class Channel:
+    """The paired-timing line protocol over two inherited pipe ends (see `serve_blocks`)."""
+
+    MAX_LINE = 64
+
+    def __init__(self, read_fd: int, write_fd: int):
+        self.read_fd, self.write_fd = read_fd, write_fd
+        self._read, self._write = os.read, os.write  # captured: a candidate rebinding os.read changes nothing
+        self._pending = b""
+
+    def send(self, text: str) -> None:
+        self._write(self.write_fd, text.encode() + b"\n")
+
+    def receive(self) -> str:
+        while b"\n" not in self._pending:
+            chunk = self._read(self.read_fd, 256)
+            if not chunk:
+                return ""
+            self._pending += chunk
+            if len(self._pending) > self.MAX_LINE:
+                return ""
+        line, self._pending = self._pending.split(b"\n", 1)
+        return line.decode("ascii", "replace")
+
+
+def serve_blocks(m: Measurement, warmup: int, channel: Channel) -> list[list[float]]:
+    """Paired timing, child side: warm up, say `ready <ms per call>`, then time `n` trials on each `T n`
+    and answer `done`, until `E`. Returns the blocks' times (ms)."""
+    per_call_ms = 1e3 * m.warm_up(warmup)
+    channel.send(f"ready {per_call_ms:.6f}")
+    blocks: list[list[float]] = []
+    while True:
+        line = channel.receive()
+        if line.startswith("T ") and line[2:].isdigit():
+            blocks.append(m.block(int(line[2:])))
+            channel.send("done")
+        elif line == "E":
+            return blocks
+        else:
+            raise RuntimeError(f"paired timing: unexpected command {line[:20]!r}")

@@ -5,6 +5,8 @@ Modes:
   it defines a `ModelNew` class.
 - `reference`: run only the task's trusted `Model`: build the input sets from the parent's seeds, compute
   reference outputs at full precision (TF32 off), time the reference. Writes `inputs.pt` and `reference.pt`.
+  With `paired` in the job (CPU), both children time in blocks on the parent's word over inherited pipes
+  (`timing.serve_blocks`, `kernelbench.paired`), the reference staying alive beside the candidate.
 - `run`: load and unlink `inputs.pt`, install kernel-call counting, snapshot every object the measurement
   and the checks depend on (`Snapshot`), count the OS threads, THEN import the candidate; build `ModelNew`
   after the same init seed, run every input set on clones, time it, trace the aten ops of one forward.
@@ -133,9 +135,16 @@ def run_reference(job: dict[str, Any], scratch: str) -> dict[str, Any]:
     result: dict[str, Any] = {"ok": True, "structures": structures}
     if job["timing_trials"] > 0:
         timed = [to_device(s, device) for s in sets[: job["timing_input_sets"]]]
-        st, _ = timing.measure(model, timed, device, job["warmup_trials"], job["timing_trials"],
-                               job["timing_budget_s"], keep=lambda o: None)
-        result["timing"] = st.to_dict()
+        if job.get("paired"):  # blocks on the parent's word, alternating with the candidate's (kernelbench.paired)
+            m = timing.Measurement(model, timed, device, keep=lambda o: None)
+            blocks = timing.serve_blocks(m, job["warmup_trials"], timing.Channel(**job["paired"]))
+            if m.times_ms:
+                result["timing"] = timing.stats(m.times_ms, job["warmup_trials"]).to_dict()
+                result["timing_blocks"] = blocks
+        else:
+            st, _ = timing.measure(model, timed, device, job["warmup_trials"], job["timing_trials"],
+                                   job["timing_budget_s"], keep=lambda o: None)
+            result["timing"] = st.to_dict()
         if job.get("time_compile"):
             compiled = torch.compile(model)
             st, _ = timing.measure(compiled, timed, device, job["warmup_trials"], job["timing_trials"],
@@ -291,6 +300,7 @@ def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
     device = job["device"]
     torch.set_num_threads(job["threads"])
     _warm_up(device)
+    builds.start_libomp_pool(job.get("pch_dir", ""))  # a clang -fopenmp build's pool is not the candidate's
     threads_before, os_before = threading.active_count(), os_threads()
     inputs_path = os.path.join(scratch, "inputs.pt")
     data = torch.load(inputs_path, weights_only=True)
@@ -304,6 +314,8 @@ def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
     audit, measure, flatten, sync, save, active = _audit, timing.measure, flatten_output, _sync, torch.save, \
         threading.active_count
     count_threads, timers_intact, no_grad = os_threads, timing.timers_intact, torch.no_grad
+    measurement, serve, stats = timing.Measurement, timing.serve_blocks, timing.stats
+    channel = timing.Channel(**job["paired"]) if job.get("paired") else None
     reset = kernel_calls.reset if kernel_calls is not None else None
     count = kernel_calls.count if kernel_calls is not None else None
     wrappers = getattr(kernel_calls, "wrappers_intact", lambda: [])
@@ -339,9 +351,17 @@ def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
     if job["timing_trials"] > 0:
         result["phase"] = "timing"
         timed = [to_device(s, device) for s in data["sets"][: job["timing_input_sets"]]]
-        st, timing_outputs = measure(model, timed, device, job["warmup_trials"], job["timing_trials"],
-                                     job["timing_budget_s"], keep=lambda o: flatten(o)[1])
-        result["timing"] = st.to_dict()
+        if channel is not None:  # paired: blocks on the parent's word (kernelbench.paired)
+            m = measurement(model, timed, device, keep=lambda o: flatten(o)[1])
+            blocks = serve(m, job["warmup_trials"], channel)
+            timing_outputs = m.verify()
+            if m.times_ms:
+                result["timing"] = stats(m.times_ms, job["warmup_trials"]).to_dict()
+                result["timing_blocks"] = blocks
+        else:
+            st, timing_outputs = measure(model, timed, device, job["warmup_trials"], job["timing_trials"],
+                                         job["timing_budget_s"], keep=lambda o: flatten(o)[1])
+            result["timing"] = st.to_dict()
         checkpoint("timing")
     result["phase"] = "trace"
     ops: list[str] = []

@@ -5,8 +5,9 @@
 
 Prints figures and the targets they are read against; asserts nothing. Targets (CPU): a warm-cache
 evaluation of a small C++ candidate <= 6x a bare `python -c "import torch"`; a cold compile <= 15 s once
-the PCH exists; 2 workers per stage >= 1.6x the throughput of 1 on a compile-bound batch; coefficient of
-variation of the speedup <= 5 %. GPU: NVRTC compile < 1 s; speedup CV <= 1 %.
+the PCH exists; 2 workers >= 1.6x the throughput of 1 on a compile-bound batch (the compile stage alone;
+whole evaluations are printed too); coefficient of variation of the speedup <= 5 % (CPU: paired timing,
+`EvalConfig.timing_rounds`). GPU: NVRTC compile < 1 s; speedup CV <= 1 %.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ TASK = Task(id="bench/relu", level=1, name="relu", origin="bench", source=TASK_S
 COMPUTE_BOUND = ("L1/21_matmul_square", "kernelbench/solutions/cpu/L1/21_matmul_square.py")
 """The CPU stability figure is read on a compute-bound candidate as well: on a shared 2-core VM the memory
 bandwidth an 8 MB ReLU gets drifts by +-30 % within one process (the median of 100 calls of torch.relu moved
-from 0.62 to 1.06 ms between consecutive blocks), which no harness can take out of a memory-bound ratio."""
+from 0.62 to 1.06 ms between consecutive blocks); paired timing cancels the drift between its rounds, not
+what differs between the two processes, so a memory-bound ratio stays the noisier one."""
 
 
 def fresh(src: str, cflags: str = '["-O3", "-fopenmp"]') -> str:
@@ -111,7 +113,7 @@ def main() -> None:
             del os.environ["KERNEL_AGENT_PCH_DIR"]
         else:
             os.environ["KERNEL_AGENT_PCH_DIR"] = saved
-        row("  cold compile stage without a PCH", f"{none.compile_s:.1f} s")
+        row("  cold compile stage, gcc without a PCH (a -D flag)", f"{none.compile_s:.1f} s")
     warm_s, warm = wall(lambda: evaluate(TASK, src, cfg))
     row("warm-cache evaluation: total", f"{warm_s:.2f} s", f"<= 6x baseline = {6 * base:.1f} s")
     row("  compile stage (cache lookup)", f"{warm.compile_s:.3f} s")
@@ -156,16 +158,35 @@ def nvrtc_bench(cfg: EvalConfig) -> None:
 
 
 def throughput(cfg: EvalConfig, cand: str, n: int) -> None:
-    results = {}
+    """A batch of `n` never-built candidates through 1 and 2 workers: the compile stage alone (the compile
+    pool, which is what more workers speed up) and whole evaluations (compile pool feeding the run stage)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kernelbench.evaluate import compile_stage
+
+    rates: dict[tuple[str, int], float] = {}
+    for workers in (1, 2):
+        batch = [fresh(cand) for _ in range(n)]
+        jobs = max(1, (os.cpu_count() or 2) // workers)  # as Evaluator shares the cores between compiles
+        with ThreadPoolExecutor(workers) as pool:
+            t, out = wall(lambda: list(pool.map(lambda src: compile_stage(TASK, src, cfg, jobs), batch)))
+        rates["compile", workers] = n / t
+        row(f"compile stage alone, batch of {n}, {workers} worker(s)", f"{60 * n / t:.2f} /min",
+            "built " + str(sum(1 for st in out if st.decided is None)))
+    row("  throughput ratio 2 workers / 1 (compile-bound)", f"{rates['compile', 2] / rates['compile', 1]:.2f}x",
+        ">= 1.6x")
     for workers in (1, 2):
         batch = [(TASK, fresh(cand)) for _ in range(n)]
         ev = Evaluator(replace(cfg, timing_trials=20), compile_workers=workers, run_workers=workers)
         t, out = wall(lambda: ev.evaluate_many(batch))
         ev.close()
-        results[workers] = n / t
-        row(f"compile-bound batch of {n}, {workers} worker(s) per stage", f"{60 * n / t:.2f} /min",
+        rates["whole", workers] = n / t
+        row(f"whole evaluations, batch of {n}, {workers} worker(s) per stage", f"{60 * n / t:.2f} /min",
             "statuses " + ",".join(sorted({r.status for r in out})))
-    row("throughput ratio 2 workers / 1", f"{results[2] / results[1]:.2f}x", ">= 1.6x")
+    # with one worker per stage the run stage already runs beside the compile on the second core, so on
+    # 2 cores the whole-evaluation ratio is bounded by 2C / (C + R) (C, R: CPU seconds of each stage)
+    row("  throughput ratio 2 workers / 1 (whole evaluations)", f"{rates['whole', 2] / rates['whole', 1]:.2f}x",
+        "bounded by 2C/(C+R) on 2 cores")
 
 
 if __name__ == "__main__":

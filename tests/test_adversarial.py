@@ -174,6 +174,7 @@ ATTACKS = [
     Attack("guessed_seed.py", static_flags=("static:no_custom_kernel",), statuses=(REJECTED, INCORRECT),
            feedback=(MISMATCH,)),
     Attack("expanded_view.py", task="column_mean", statuses=(INCORRECT,), feedback=("overlapping",)),
+    Attack("timing_channel.py", static_flags=("static:forbidden_import",), flags=("timing_inconsistent",)),
     Attack("cpp_hang.py", statuses=(TIMEOUT,), overrides=HANG),
     Attack("python_sleep.py", static_flags=("static:forbidden_import",), statuses=(TIMEOUT,), overrides=HANG),
     Attack("cpp_segfault.py", statuses=(RUNTIME_ERROR,), feedback=("SIGSEGV",)),

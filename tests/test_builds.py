@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -72,13 +74,32 @@ def test_pch_flags_reads_allowed_flag_sets_only():
     assert builds.pch_flags(_with_flags('extra_cflags=["-O" + str(3)]')) is None  # not a literal
     two = _with_flags('extra_cflags=["-O3"]') + '\next2 = load_inline(name="b", cpp_sources="", extra_cflags=["-O2"])\n'
     assert builds.pch_flags(two) is None
+    positional = ('from torch.utils.cpp_extension import load_inline\n'
+                  'ext = load_inline("n", "", None, None, ["f"], ["-O2"])\n')
+    assert builds.pch_flags(positional) == ("-O2",)  # extra_cflags is load_inline's 6th parameter
+    # and the PCH builders refuse other flags themselves (they run the compiler outside the sandbox)
+    assert builds.clang_pch_dir(Path("/nonexistent"), ("-O3", "-fplugin=/tmp/x.so")) == ""
 
 
-def test_a_build_with_other_flags_uses_a_pch_made_for_them(build_cache_dir):
+@pytest.fixture
+def compiler(monkeypatch):
+    """Choose the CPU compiler for one test (`builds.clang_cxx` is cached per process)."""
+    def choose(name: str) -> str:
+        monkeypatch.setenv("KERNEL_AGENT_CPU_CXX", name)
+        builds.clang_cxx.cache_clear()
+        return builds.clang_cxx()
+    yield choose
+    monkeypatch.delenv("KERNEL_AGENT_CPU_CXX", raising=False)
+    builds.clang_cxx.cache_clear()
+
+
+def test_a_build_with_other_flags_uses_a_pch_made_for_them(build_cache_dir, compiler):
     """`-O3` alone cannot use the standard PCH (`-fopenmp` defines macros torch's headers test): the parent
     builds one for that flag set, and gcc uses it when the build's own compile command runs again."""
     from kernelbench.evaluate import compile_stage
     from kernelbench.task import Task
+
+    assert compiler("gcc") == ""  # the gcc route, as on a machine without clang
 
     task = Task(id="t/relu", level=1, name="relu", origin="test", source=(FIXTURES / "relu_task.py").read_text())
     src = (FIXTURES / "relu_ok.py").read_text().replace('"core_relu_ok"', '"core_relu_pch"')  # its own build
@@ -119,3 +140,177 @@ def test_compile_only_without_cuda_sources_reports_it():
 def test_nvcc_compile_only_of_a_cuda_candidate():
     check = builds.nvcc_compile_check((FIXTURES / "cuda_relu.py").read_text())
     assert check.ok and check.sources == 1, check.log
+
+
+def _stub_load_inline() -> str:
+    """Child code that replaces torch's load_inline by a recorder with its signature (as kernel_calls' wrapper
+    shows it), so patch_load_inline's choices can be read without compiling."""
+    return ("import inspect, os\n"
+            "from torch.utils import cpp_extension as ce\n"
+            "seen = []\n"
+            "real = ce.load_inline\n"
+            "def stub(*a, **k):\n"
+            "    seen.append(dict(k, args=list(a), CXX=os.environ.get('CXX')))\n"
+            "stub.__signature__ = inspect.signature(real)\n"
+            "ce.load_inline = stub\n"
+            "from kernelbench import builds\n")
+
+
+def test_child_builds_with_clang_only_for_the_flags_of_its_pch(tmp_path):
+    """A clang PCH folder names its compiler and flags: a call with exactly those flags (positional or not)
+    builds with clang and `-include-pch`; any other call, or a CUDA build, keeps gcc and the include path
+    (clang would reject a PCH made with other flags, where gcc falls back to the header)."""
+    pch = tmp_path / "clang-x"
+    pch.mkdir()
+    (pch / "extension.pch").write_text("")
+    (pch / "build.json").write_text('{"cxx": "/usr/bin/clang++", "flags": ["-O3", "-fopenmp"]}')
+    code = _stub_load_inline() + (
+        f"builds.patch_load_inline('cpu', {str(pch)!r})\n"
+        "ce.load_inline(name='a', cpp_sources='')\n"  # no flags: STANDARD_CFLAGS, those of the PCH
+        "ce.load_inline('b', '', None, None, ['f'], ['-O3', '', '-fopenmp'])\n"  # positional, with an empty flag
+        "ce.load_inline(name='c', cpp_sources='', extra_cflags=['-O3'])\n"  # another flag set
+        "assert 'CXX' not in os.environ\n"
+        "ce.load_inline = stub\n"  # a CUDA child's own patch
+        f"builds.patch_load_inline('cuda', {str(pch)!r})\n"
+        "ce.load_inline(name='d', cpp_sources='')\n"
+        "print(seen)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    a, b, c, d = eval(out.stdout.strip().splitlines()[-1])
+    include = ["-include-pch", str(pch / "extension.pch")]
+    assert a["CXX"] == "/usr/bin/clang++" and a["extra_cflags"] == ["-O3", "-fopenmp"] + include
+    assert a["extra_ldflags"] == ["-fopenmp"] and "extra_include_paths" not in a  # libomp named at link time
+    assert b["CXX"] == "/usr/bin/clang++" and b["extra_cflags"][-2:] == include and b["args"] == []
+    assert c["CXX"] is None and c["extra_cflags"] == ["-O3"] and c["extra_include_paths"] == [str(pch)]
+    assert d["CXX"] is None and "-include-pch" not in d["extra_cflags"]
+
+
+def test_cpu_compiler_choice_and_fallback(compiler, monkeypatch, tmp_path):
+    """clang when installed with libomp, else gcc; the choice is part of every CPU cache key, and only an
+    allowlisted flag set on a CPU build gets clang's PCH folder (gcc's otherwise)."""
+    src = (FIXTURES / "relu_ok.py").read_text()
+    assert compiler("gcc") == ""
+    gcc_key, gcc_fp = builds.cache_key(src, "cpu"), builds.toolchain_fingerprint("cpu")
+    assert "cpu-cxx" not in gcc_fp
+    assert builds.pch_dir_for("/gcc-folder", ("-O3",), "cpu") == "/gcc-folder"
+    monkeypatch.setattr(builds.sandbox, "child_path", lambda: str(tmp_path))  # no clang++ on the PATH
+    assert compiler("auto") == ""
+    assert builds.cache_key(src, "cpu") == gcc_key
+    monkeypatch.undo()
+    if not compiler("auto"):
+        pytest.skip("clang++ with libomp is not installed")
+    assert builds.cache_key(src, "cpu") != gcc_key and "clang" in builds.toolchain_fingerprint("cpu")
+    assert builds.toolchain_fingerprint("cuda") == "\n".join(builds._gcc_fingerprint("cuda"))
+    made = []
+    monkeypatch.setattr(builds, "clang_pch_dir", lambda folder, flags: made.append(flags) or f"{folder}/clang")
+    assert builds.pch_dir_for("/f", ("-O3",), "cpu") == "/f/clang" and made == [("-O3",)]
+    assert builds.pch_dir_for("/f", None, "cpu") == "/f"  # flags not allowlisted: gcc
+    assert builds.pch_dir_for("/f", ("-O3",), "cuda") == "/f"  # CUDA builds keep gcc
+    monkeypatch.setattr(builds, "CLANG_OPENMP", False)  # the run child cannot host libomp yet: gcc
+    assert builds.pch_dir_for("/f", ("-O3", "-fopenmp"), "cpu") == "/f"
+    monkeypatch.setattr(builds, "CLANG_OPENMP", True)
+    assert builds.pch_dir_for("/f", ("-O3", "-fopenmp"), "cpu") == "/f/clang"
+    assert "-fpch-instantiate-templates" in builds.pch_command("x", ("-O3",), builds.clang_cxx())
+    assert "-fpch-instantiate-templates" not in builds.pch_command("x", ("-O3",))
+
+
+def test_libomp_pool_starts_before_the_candidate(tmp_path, compiler):
+    """`start_libomp_pool` (for the run child, before its thread baseline) starts libomp's workers for a
+    clang `-fopenmp` build, and nothing for a gcc folder."""
+    if not compiler("auto"):
+        pytest.skip("clang++ with libomp is not installed")
+    pch = tmp_path / "clang-x"
+    pch.mkdir()
+    (pch / "build.json").write_text(json.dumps({"cxx": builds.clang_cxx(), "flags": ["-O3", "-fopenmp"],
+                                                "libomp": builds._libomp_path()}))
+    code = ("import os\n"
+            "from kernelbench import builds\n"
+            "n = lambda: len(os.listdir('/proc/self/task'))\n"
+            f"before = n(); builds.start_libomp_pool({str(tmp_path)!r}); gcc = n()\n"
+            f"builds.start_libomp_pool({str(pch)!r}); print(before, gcc, n())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "OMP_NUM_THREADS": "3"})
+    assert out.returncode == 0 and "OMP:" not in out.stderr, out.stderr
+    before, gcc, clang = map(int, out.stdout.split())
+    assert gcc == before and clang == before + 2  # the team of 3: this thread and two workers, kept
+
+
+OPENMP_CANDIDATE = r'''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_src = """
+#include <omp.h>
+torch::Tensor relu_fwd(torch::Tensor x) {
+    auto xc = x.contiguous();
+    auto out = torch::full_like(xc, -1.f);
+    const float* in = xc.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    const int64_t n = xc.numel();
+    int team = 0, distinct = 0;
+    int seen[256] = {0};
+    #pragma omp parallel reduction(+:team)
+    {
+        team += 1;  // counted without the runtime's functions
+        const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        seen[t & 255] = 1;  // omp_* bound to another runtime (torch's libgomp) would give every thread 0 of 1
+        for (int64_t i = t; i < n; i += nt) o[i] = in[i] > 0.f ? in[i] : 0.f;
+    }
+    for (int i = 0; i < 256; ++i) distinct += seen[i];
+    TORCH_CHECK(distinct == team && team == omp_get_max_threads(), "OpenMP team ", team, ", thread ids ", distinct);
+    return out;
+}
+"""
+
+ext = load_inline(name="core_relu_openmp", cpp_sources=cpp_src, functions=["relu_fwd"],
+                  extra_cflags=["-O3", "-fopenmp"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu_fwd(x)
+'''
+
+
+def _clang_build_dir(build_cache_dir: str, src: str, name: str, flags: tuple[str, ...]) -> tuple[Path, str]:
+    entry = Path(build_cache_dir, builds.cache_key(src, "cpu"), "ext", name)
+    pch = Path(builds.pch_dir_for(builds.ensure_pch(flags, "cpu"), flags, "cpu"))
+    return entry, str(pch / "extension.pch")
+
+
+def test_a_cpu_build_runs_clang_with_the_pch_for_its_flags(build_cache_dir, compiler):
+    """On a machine with clang, an `-O3` candidate compiles with clang and the PCH made for exactly `-O3`,
+    evaluates correct, and the run child (same PCH folder, same choice) finds the build current."""
+    from kernelbench.evaluate import evaluate
+    from kernelbench.task import Task
+
+    if not compiler("auto"):
+        pytest.skip("clang++ with libomp is not installed")
+    task = Task(id="t/relu", level=1, name="relu", origin="test", source=(FIXTURES / "relu_task.py").read_text())
+    src = (FIXTURES / "relu_ok.py").read_text().replace('"core_relu_ok"', '"core_relu_clang"')
+    result = evaluate(task, src, EvalConfig(build_cache_dir=build_cache_dir))
+    assert result.status == "correct", result.feedback
+    entry, pch = _clang_build_dir(build_cache_dir, src, "core_relu_clang", ("-O3",))
+    ninja = (entry / "build.ninja").read_text()
+    assert f"cxx = {builds.clang_cxx()}" in ninja and f"-O3 -include-pch {pch}" in ninja
+    log = (entry / ".ninja_log").read_text().split()
+    assert log.count("main.o") == 1, log  # built once: the run child found the compile child's build current
+
+
+@pytest.mark.skipif(not builds.CLANG_OPENMP, reason="`-fopenmp` builds keep gcc until the run child supports "
+                                                     "libomp (builds.CLANG_OPENMP)")
+def test_an_openmp_build_with_clang_and_its_pch_runs_beside_torch(build_cache_dir, compiler):
+    """clang builds an `-O3 -fopenmp` candidate with the PCH made for those flags, and the extension's
+    OpenMP (libomp) runs correctly with several threads in the run child, beside torch's libgomp, without
+    OpenMP runtime errors or threads charged to the candidate."""
+    from kernelbench.evaluate import evaluate
+    from kernelbench.task import Task
+
+    if not compiler("auto"):
+        pytest.skip("clang++ with libomp is not installed")
+    task = Task(id="t/relu", level=1, name="relu", origin="test", source=(FIXTURES / "relu_task.py").read_text())
+    result = evaluate(task, OPENMP_CANDIDATE, EvalConfig(build_cache_dir=build_cache_dir, threads=3))
+    assert result.status == "correct", result.feedback
+    entry, pch = _clang_build_dir(build_cache_dir, OPENMP_CANDIDATE, "core_relu_openmp", ("-O3", "-fopenmp"))
+    assert f"-include-pch {pch}" in (entry / "build.ninja").read_text()

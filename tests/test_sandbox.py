@@ -142,3 +142,60 @@ def test_faults_are_outcomes_not_exceptions():
 def test_concurrent_slots_get_distinct_uids():
     with SlotLease() as a, SlotLease() as b:
         assert a.slot != b.slot
+
+
+def _counter(path: str) -> int:
+    try:
+        with open(path) as f:
+            return int(f.read() or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+@pytest.mark.parametrize("kind", ["bwrap", "rlimits"])
+def test_freeze_stops_the_child_and_what_it_left_running(kind, monkeypatch):
+    """Paired timing freezes the candidate while the reference times: a detached grandchild (double fork
+    and setsid, out of the child's process group) and a thread must stop too, and run again after thaw.
+    Without bubblewrap and without a slot uid (harness not root, or paths other users cannot reach) an
+    orphan leaves the process tree and escapes (and a new session escapes the final group kill); there the
+    grandchild keeps its parent and its process group (docs/harness.md)."""
+    if kind == "bwrap" and not sandbox.find_bwrap():
+        pytest.skip("bubblewrap unusable here")
+    if kind == "rlimits":
+        monkeypatch.setattr(sandbox, "find_bwrap", lambda: "")
+    code = ("import os, threading, time\n"
+            "def count(name):\n"
+            "    n = 0\n"
+            "    while True:\n"
+            "        n += 1\n"
+            "        with open(name + '.tmp', 'w') as f: f.write(str(n))\n"
+            "        os.replace(name + '.tmp', name)\n"
+            "        time.sleep(0.002)\n"
+            "if os.fork() == 0:\n"
+            f"    {'os.setsid()' if kind == 'bwrap' else 'pass'}\n"
+            "    if os.fork() == 0:\n"
+            "        count('grandchild')\n"
+            f"    {'os._exit(0)' if kind == 'bwrap' else 'time.sleep(300)'}\n"
+            "threading.Thread(target=count, args=('thread',), daemon=True).start()\n"
+            "time.sleep(300)\n")
+    with SlotLease() as slot:
+        scratch = make_scratch(slot.uid)
+        child = sandbox.start_child(ChildSpec(argv=(sys.executable, "-I", "-c", code), scratch_dir=scratch,
+                                              limits=Limits(timeout_s=60)), slot)
+        try:
+            files = [os.path.join(scratch, n) for n in ("grandchild", "thread")]
+            deadline = time.time() + 30
+            while not all(_counter(f) > 0 for f in files) and time.time() < deadline:
+                time.sleep(0.05)
+            assert all(_counter(f) > 0 for f in files), "the child never started counting"
+            child.freeze()
+            before = [_counter(f) for f in files]
+            time.sleep(0.5)
+            assert [_counter(f) for f in files] == before, "something ran while frozen"
+            child.thaw()
+            time.sleep(0.5)
+            after = [_counter(f) for f in files]
+            assert all(a > b for a, b in zip(after, before)), "nothing ran after thaw"
+        finally:
+            out = child.kill()
+        assert out.timed_out

@@ -1,0 +1,181 @@
+"""Paired timing, parent side: the reference child and the candidate child timed in alternating blocks.
+
+Why: on a shared CPU machine the memory bandwidth one process gets drifts by tens of percent within a
+second (measured on a 2-core VM: block medians of one 8 MB ReLU moved 0.4 -> 1.0 ms from one 25 ms block
+to the next, in one process). A speedup taken as the ratio of two medians measured seconds apart, in two
+processes, carries that drift: its coefficient of variation over repeated evaluations was 18-29 % for a
+memory-bound kernel. Timing the two in alternating short blocks and taking the median of the per-round
+ratios cancels every drift slower than a round (the same VM: 1-2 %, `scripts/bench_harness.py`).
+
+Protocol (one line per message over two pipes per child, `kernelbench.timing.serve_blocks` is the child
+side): each child warms up and says `ready <ms per call>`; per round the parent sends `T n` to one child,
+waits for `done`, then to the other (the order alternates between rounds); `E` ends it. The reference is
+trusted; the candidate's answers are not: a wrong or missing answer ends the pairing (the candidate's
+verdict then comes from its exit), and the parent times each candidate block itself, so the trial times the
+candidate reports later must fit inside them (`timing_inconsistent`). While the reference times a block the
+candidate's whole sandbox is frozen (SIGSTOP, `sandbox.RunningChild.freeze`), so nothing it left running
+can slow the reference down.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import select
+import statistics
+import time
+from dataclasses import dataclass
+
+from kernelbench import sandbox
+
+MAX_LINE = 64
+
+
+class Pipes:
+    """Two pipes to one child: commands down, answers up. `child_fds` are the ends the child inherits."""
+
+    def __init__(self) -> None:
+        self.cmd_read, self.cmd_write = os.pipe()
+        self.reply_read, self.reply_write = os.pipe()
+        self._pending = b""
+
+    @property
+    def child_fds(self) -> tuple[int, int]:
+        return self.cmd_read, self.reply_write
+
+    def job_fields(self) -> dict[str, int]:
+        return {"read_fd": self.cmd_read, "write_fd": self.reply_write}
+
+    def started(self) -> None:
+        """The child has its copies: close the parent's copies of the child's ends (EOF when it dies)."""
+        _close(self.cmd_read)
+        _close(self.reply_write)
+        self.cmd_read = self.reply_write = -1  # never closed twice: the number may belong to another file by then
+
+    def send(self, text: str) -> bool:
+        try:
+            os.write(self.cmd_write, text.encode() + b"\n")
+            return True
+        except OSError:  # the child is gone or closed its end
+            return False
+
+    def receive(self, deadline: float) -> str:
+        """One line, or "" on EOF, on a line longer than MAX_LINE, or at `deadline` (perf_counter)."""
+        while b"\n" not in self._pending:
+            left = deadline - time.perf_counter()
+            if left <= 0 or not select.select([self.reply_read], [], [], left)[0]:
+                return ""
+            chunk = os.read(self.reply_read, 256)
+            if not chunk:
+                return ""
+            self._pending += chunk
+            if len(self._pending) > MAX_LINE:
+                return ""
+        line, self._pending = self._pending.split(b"\n", 1)
+        return line.decode("ascii", "replace")
+
+    def close(self) -> None:
+        for fd in (self.cmd_read, self.cmd_write, self.reply_read, self.reply_write):
+            _close(fd)
+        self.cmd_read = self.cmd_write = self.reply_read = self.reply_write = -1
+
+
+def _close(fd: int) -> None:
+    if fd < 0:
+        return
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def ready_ms(line: str) -> float | None:
+    """The per-call milliseconds of a `ready` line, None for anything else."""
+    parts = line.split()
+    if len(parts) != 2 or parts[0] != "ready":
+        return None
+    try:
+        value = float(parts[1])
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+@dataclass(frozen=True)
+class Plan:
+    rounds: int
+    trials_per_block: int
+
+
+def plan(trials: int, rounds: int, budget_s: float, ref_call_ms: float, cand_call_ms: float) -> Plan:
+    """Rounds and block size: `trials` per side in `rounds` blocks, fewer when a side's calls are slow enough
+    that the trials would pass `budget_s` (each side's budget, as in `timing.measure`); at least 5 rounds of 1."""
+    per_call_s = max(ref_call_ms, cand_call_ms, 1e-4) / 1e3
+    rounds = max(1, min(rounds, trials))
+    if rounds * per_call_s > budget_s:
+        rounds = max(min(5, trials), int(budget_s / per_call_s))
+    per_block = max(1, min(math.ceil(trials / rounds), int(budget_s / (rounds * per_call_s))))
+    return Plan(rounds, per_block)
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """What the parent saw of one paired timing."""
+
+    rounds_done: int
+    trials_per_block: int
+    candidate_block_wall_s: tuple[float, ...]
+    """Each candidate block from `T n` sent to `done` read, by the parent's clock."""
+    stopped: str = ""
+    """Why the pairing ended early ("" when every round ran)."""
+
+
+def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_child: sandbox.RunningChild,
+               p: Plan) -> Pairing:
+    """Alternate blocks between the two ready children (reference first in even rounds)."""
+    walls: list[float] = []
+    for r in range(p.rounds):
+        for side in ((0, 1) if r % 2 == 0 else (1, 0)):
+            if side == 0:
+                cand_child.freeze()
+                ok = ref.send(f"T {p.trials_per_block}") and ref.receive(ref_child.deadline) == "done"
+                cand_child.thaw()
+                if not ok:
+                    return Pairing(r, p.trials_per_block, tuple(walls), "the reference stopped answering")
+            else:
+                t0 = time.perf_counter()
+                ok = cand.send(f"T {p.trials_per_block}") and cand.receive(cand_child.deadline) == "done"
+                if not ok:
+                    return Pairing(r, p.trials_per_block, tuple(walls), "the candidate stopped answering")
+                walls.append(time.perf_counter() - t0)
+    return Pairing(p.rounds, p.trials_per_block, tuple(walls))
+
+
+def block_medians(blocks: object, rounds: int) -> list[float] | None:
+    """Per-block medians from a child's `timing_blocks` (lists of ms), None unless exactly `rounds` of them."""
+    if not isinstance(blocks, list) or len(blocks) != rounds:
+        return None
+    try:
+        return [statistics.median(float(t) for t in b) for b in blocks]
+    except (TypeError, ValueError, statistics.StatisticsError):
+        return None
+
+
+def overruns(blocks: object, walls: tuple[float, ...]) -> str:
+    """Empty when every candidate block's reported trial times fit inside the parent's wall time for it."""
+    if not isinstance(blocks, list) or len(blocks) != len(walls):
+        return f"reported {len(blocks) if isinstance(blocks, list) else 0} timing blocks, the parent ran {len(walls)}"
+    for i, (b, wall) in enumerate(zip(blocks, walls)):
+        try:
+            total_s = sum(float(t) for t in b) / 1e3
+        except (TypeError, ValueError):
+            return f"block {i}: malformed trial times"
+        if not total_s <= wall:  # NaN fails too
+            return f"block {i}: trials sum to {total_s * 1e3:.3f} ms but the block took {wall * 1e3:.3f} ms"
+    return ""
+
+
+def paired_speedup(ref_medians: list[float], cand_medians: list[float]) -> float:
+    """Median over rounds of reference-block median / candidate-block median."""
+    ratios = [r / c for r, c in zip(ref_medians, cand_medians) if r > 0 and c > 0]
+    return statistics.median(ratios) if ratios else 0.0
