@@ -263,18 +263,22 @@ def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch:
     """Scratch folder, child spec and job of the candidate's run child (inputs copied from the reference's)."""
     config = staged.config
     scratch = sandbox.make_scratch(slot.uid, prefix="ka-run-")
-    shutil.copy(os.path.join(ref_scratch, "inputs.pt"), os.path.join(scratch, "inputs.pt"))
-    Path(scratch, "candidate.py").write_text(staged.src)
-    sandbox.give_tree(scratch, slot.uid)
-    kind = sandbox.sandbox_kind(config.require_sandbox)
-    binds = builds.run_binds(staged.build.entry_dir, scratch, slot.uid, kind, staged.build.pch_dir)
-    extra = {"paired": pipes.job_fields()} if pipes else {}
-    job = _job(config, "run", seeds, secrets.token_hex(16), candidate="candidate.py", pch_dir=staged.build.pch_dir,
-               **extra)
-    # outputs.pt holds outputs, inputs after the call and the last timing round: a few times inputs.pt
-    inputs_mb = os.path.getsize(os.path.join(scratch, "inputs.pt")) >> 20
-    spec = _child_spec(config, scratch, job, binds, os.path.join(staged.build.entry_dir, "ext"),
-                       max_file_mb=4 * inputs_mb + 64, pass_fds=pipes.child_fds if pipes else ())
+    try:
+        shutil.copy(os.path.join(ref_scratch, "inputs.pt"), os.path.join(scratch, "inputs.pt"))
+        Path(scratch, "candidate.py").write_text(staged.src)
+        sandbox.give_tree(scratch, slot.uid)
+        kind = sandbox.sandbox_kind(config.require_sandbox)
+        binds = builds.run_binds(staged.build.entry_dir, scratch, slot.uid, kind, staged.build.pch_dir)
+        extra = {"paired": pipes.job_fields()} if pipes else {}
+        job = _job(config, "run", seeds, secrets.token_hex(16), candidate="candidate.py",
+                   pch_dir=staged.build.pch_dir, **extra)
+        # outputs.pt holds outputs, inputs after the call and the last timing round: a few times inputs.pt
+        inputs_mb = os.path.getsize(os.path.join(scratch, "inputs.pt")) >> 20
+        spec = _child_spec(config, scratch, job, binds, os.path.join(staged.build.entry_dir, "ext"),
+                           max_file_mb=4 * inputs_mb + 64, pass_fds=pipes.child_fds if pipes else ())
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
     return scratch, spec, job
 
 
@@ -365,7 +369,7 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
             ref_pipes.send("E")  # the torch.compile baseline (if asked) runs now, with the candidate gone
             ref = _reference_from(staged.task, ref_child.wait(), worker.read_result(ref_scratch, ref_job["nonce"]),
                                   ref_scratch, pairing.rounds_done if pairing else 0)
-            if pairing is not None and pairing.stopped == "the reference stopped answering":
+            if pairing is not None and pairing.stopped == paired.REFERENCE_STOPPED:
                 raise HarnessError(f"reference of task {staged.task.id} stopped during paired timing")
             verdict = _verdict(staged, ref, out, worker.read_result(scratch, job["nonce"]), scratch, True, pairing)
             return verdict, ref

@@ -5,7 +5,8 @@ second (measured on a 2-core VM: block medians of one 8 MB ReLU moved 0.4 -> 1.0
 to the next, in one process). A speedup taken as the ratio of two medians measured seconds apart, in two
 processes, carries that drift: its coefficient of variation over repeated evaluations was 18-29 % for a
 memory-bound kernel. Timing the two in alternating short blocks and taking the median of the per-round
-ratios cancels every drift slower than a round (the same VM: 1-2 %, `scripts/bench_harness.py`).
+ratios cancels every drift slower than a round: with `scripts/bench_harness.py` on the same VM the CV fell
+to 4-11 % for that kernel and 1-3 % for a compute-bound one (docs/harness.md, "Measured").
 
 Protocol (one line per message over two pipes per child, `kernelbench.timing.serve_blocks` is the child
 side): each child warms up and says `ready <ms per call>`; per round the parent sends `T n` to one child,
@@ -21,14 +22,14 @@ from __future__ import annotations
 
 import math
 import os
-import select
 import statistics
 import time
 from dataclasses import dataclass
 
 from kernelbench import sandbox
+from kernelbench.timing import Channel
 
-MAX_LINE = 64
+REFERENCE_STOPPED = "the reference stopped answering"
 
 
 class Pipes:
@@ -37,7 +38,7 @@ class Pipes:
     def __init__(self) -> None:
         self.cmd_read, self.cmd_write = os.pipe()
         self.reply_read, self.reply_write = os.pipe()
-        self._pending = b""
+        self._channel = Channel(self.reply_read, self.cmd_write)  # the parent's ends
 
     @property
     def child_fds(self) -> tuple[int, int]:
@@ -54,25 +55,14 @@ class Pipes:
 
     def send(self, text: str) -> bool:
         try:
-            os.write(self.cmd_write, text.encode() + b"\n")
+            self._channel.send(text)
             return True
         except OSError:  # the child is gone or closed its end
             return False
 
     def receive(self, deadline: float) -> str:
-        """One line, or "" on EOF, on a line longer than MAX_LINE, or at `deadline` (perf_counter)."""
-        while b"\n" not in self._pending:
-            left = deadline - time.perf_counter()
-            if left <= 0 or not select.select([self.reply_read], [], [], left)[0]:
-                return ""
-            chunk = os.read(self.reply_read, 256)
-            if not chunk:
-                return ""
-            self._pending += chunk
-            if len(self._pending) > MAX_LINE:
-                return ""
-        line, self._pending = self._pending.split(b"\n", 1)
-        return line.decode("ascii", "replace")
+        """One line, or "" on EOF, on a line longer than Channel.MAX_LINE, or at `deadline` (perf_counter)."""
+        return self._channel.receive(deadline)
 
     def close(self) -> None:
         for fd in (self.cmd_read, self.cmd_write, self.reply_read, self.reply_write):
@@ -123,7 +113,6 @@ class Pairing:
     """What the parent saw of one paired timing."""
 
     rounds_done: int
-    trials_per_block: int
     candidate_block_wall_s: tuple[float, ...]
     """Each candidate block from `T n` sent to `done` read, by the parent's clock."""
     stopped: str = ""
@@ -141,14 +130,14 @@ def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_ch
                 ok = ref.send(f"T {p.trials_per_block}") and ref.receive(ref_child.deadline) == "done"
                 cand_child.thaw()
                 if not ok:
-                    return Pairing(r, p.trials_per_block, tuple(walls), "the reference stopped answering")
+                    return Pairing(r, tuple(walls), REFERENCE_STOPPED)
             else:
                 t0 = time.perf_counter()
                 ok = cand.send(f"T {p.trials_per_block}") and cand.receive(cand_child.deadline) == "done"
                 if not ok:
-                    return Pairing(r, p.trials_per_block, tuple(walls), "the candidate stopped answering")
+                    return Pairing(r, tuple(walls), "the candidate stopped answering")
                 walls.append(time.perf_counter() - t0)
-    return Pairing(p.rounds, p.trials_per_block, tuple(walls))
+    return Pairing(p.rounds, tuple(walls))
 
 
 def block_medians(blocks: object, rounds: int) -> list[float] | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import random
+import select
 import statistics
 import time
 from dataclasses import dataclass
@@ -189,20 +190,27 @@ def measure(fn: Callable[..., Any], arg_sets: list[list[Any]], device: str, warm
 
 
 class Channel:
-    """The paired-timing line protocol over two inherited pipe ends (see `serve_blocks`)."""
+    """The paired-timing line protocol over two pipe ends: the child's side (`serve_blocks`) and, with a
+    deadline on `receive`, the parent's (`kernelbench.paired.Pipes`)."""
 
     MAX_LINE = 64
 
     def __init__(self, read_fd: int, write_fd: int):
         self.read_fd, self.write_fd = read_fd, write_fd
-        self._read, self._write = os.read, os.write  # captured: a candidate rebinding os.read changes nothing
+        # captured: a candidate rebinding os.read or select.select changes nothing
+        self._read, self._write, self._select = os.read, os.write, select.select
         self._pending = b""
 
     def send(self, text: str) -> None:
         self._write(self.write_fd, text.encode() + b"\n")
 
-    def receive(self) -> str:
+    def receive(self, deadline: float | None = None) -> str:
+        """One line; "" on EOF, on a line longer than MAX_LINE, or at `deadline` (perf_counter) when given."""
         while b"\n" not in self._pending:
+            if deadline is not None:
+                left = deadline - time.perf_counter()
+                if left <= 0 or not self._select([self.read_fd], [], [], left)[0]:
+                    return ""
             chunk = self._read(self.read_fd, 256)
             if not chunk:
                 return ""
