@@ -10,7 +10,9 @@ from one process under one set of conditions.
 
 How a kernel's `torch.compile` speedup is derived from the cache: the cached *ratio* compile/eager is
 applied to the eager time measured beside the kernel, `compile_ref_ms = ref_runtime_ms · compile_ms /
-eager_ms`, and `speedup_vs_compile = compile_ref_ms / runtime_ms`. A ratio measured in one process
+eager_ms`, and to the kernel's speedup, `speedup_vs_compile = speedup · compile_ms / eager_ms` (equal to
+`compile_ref_ms / runtime_ms` when the two were timed one after the other; on CPU `speedup` is the paired
+figure, steadier than a ratio of medians, see `kernelbench.paired`). A ratio measured in one process
 survives clock and load drift between the baseline run and the evaluation better than a raw time would.
 """
 
@@ -161,5 +163,6 @@ def apply_compile_baseline(result: EvalResult, baseline: Baseline | None) -> tup
         return result, "none"
     if result.status != CORRECT or result.runtime_ms <= 0 or result.ref_runtime_ms <= 0:
         return result, "cached"
-    comp_ms = result.ref_runtime_ms * baseline.compile_ms / baseline.eager_ms
-    return replace(result, compile_ref_runtime_ms=comp_ms, speedup_vs_compile=comp_ms / result.runtime_ms), "cached"
+    ratio = baseline.compile_ms / baseline.eager_ms
+    return replace(result, compile_ref_runtime_ms=result.ref_runtime_ms * ratio,
+                   speedup_vs_compile=result.speedup * ratio), "cached"

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -175,6 +176,8 @@ def test_compile_baseline_ratio_and_cache(tmp_path):
     assert source == "cached"
     assert got.compile_ref_runtime_ms == pytest.approx(1.5)         # this run's eager 3.0 ms x cached ratio 0.5
     assert got.speedup_vs_compile == pytest.approx(3.0)
+    paired_res = replace(res, speedup=5.0)  # paired timing: the median of round ratios, not 3.0 / 0.5
+    assert bl.apply_compile_baseline(paired_res, base)[0].speedup_vs_compile == pytest.approx(2.5)
     assert bl.apply_compile_baseline(res, None) == (res, "none")
     measured = EvalResult(status="correct", correct=True, runtime_ms=1.0, compile_ref_runtime_ms=2.0, speedup_vs_compile=2.0)
     assert bl.apply_compile_baseline(measured, base) == (measured, "measured")

@@ -97,3 +97,17 @@ def test_evaluate_times_in_rounds_on_cpu_and_one_after_the_other_when_off(relu):
     s = evaluate(task, src, EvalConfig(device="cpu", timing_rounds=0, timing_trials=20))
     assert s.status == "correct" and s.conditions.timing_rounds == 0
     assert s.speedup == pytest.approx(s.ref_runtime_ms / s.runtime_ms)  # one after the other: ratio of medians
+
+
+def test_speedup_against_torch_compile_scales_the_paired_speedup(relu):
+    """With the torch.compile baseline on, the reference times it after the candidate exits; the kernel's
+    speedup against it is the paired speedup times compiled/eager from that one process (not a ratio of
+    medians taken in two processes, which would throw the pairing away)."""
+    from kernelbench.config import EvalConfig
+    from kernelbench.evaluate import evaluate
+
+    task, src = relu
+    r = evaluate(task, src, EvalConfig(device="cpu", timing_rounds=4, timing_trials=20, time_compile_baseline=True))
+    assert r.status == "correct" and r.conditions.timing_rounds == 4
+    assert r.compile_ref_runtime_ms > 0
+    assert r.speedup_vs_compile == pytest.approx(r.speedup * r.compile_ref_runtime_ms / r.ref_runtime_ms)
