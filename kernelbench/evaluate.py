@@ -156,6 +156,8 @@ class Reference:
     outputs: list[list[Any]]
     block_medians_ms: tuple[float, ...] = ()
     """Paired timing: the median of each block (empty when timed in one go)."""
+    blocks_ms: tuple[tuple[float, ...], ...] = ()
+    """Paired timing: each block's trial times (for `paired.unaccounted`)."""
 
 
 def _reference_job(task: Task, config: EvalConfig, seeds: Seeds, **extra: Any) -> dict[str, Any]:
@@ -175,7 +177,8 @@ def _reference_from(task: Task, out: sandbox.ChildOutcome, res: dict[str, Any], 
     return Reference(timing=res.get("timing", {}), compile_timing=res.get("compile_timing", {}),
                      structures=res["structures"], inputs=_load(os.path.join(scratch, "inputs.pt")),
                      outputs=_load(os.path.join(scratch, "reference.pt"))["outputs"],
-                     block_medians_ms=tuple(medians or ()))
+                     block_medians_ms=tuple(medians or ()),
+                     blocks_ms=tuple(tuple(float(t) for t in b) for b in blocks[:rounds]) if medians else ())
 
 
 def run_reference(task: Task, config: EvalConfig, seeds: Seeds, slot: sandbox.SlotLease, scratch: str) -> Reference:
@@ -303,7 +306,9 @@ def _verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, res: dic
                              (pairing.stopped if pairing else "no `ready` before timing"))
         else:
             medians = paired.block_medians(res.get("timing_blocks"), pairing.rounds_done)
-            overrun = paired.overruns(res.get("timing_blocks"), pairing.candidate_block_wall_s)
+            overrun = paired.overruns(res.get("timing_blocks"), pairing.candidate_block_wall_s) or \
+                paired.unaccounted(list(ref.blocks_ms), pairing.reference_block_wall_s, res.get("timing_blocks"),
+                                   pairing.candidate_block_wall_s)
             if overrun or medians is None:
                 found.setdefault("timing_inconsistent", overrun or "malformed timing blocks")
     try:

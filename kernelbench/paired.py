@@ -117,27 +117,32 @@ class Pairing:
     """Each candidate block from `T n` sent to `done` read, by the parent's clock."""
     stopped: str = ""
     """Why the pairing ended early ("" when every round ran)."""
+    reference_block_wall_s: tuple[float, ...] = ()
+    """Each reference block, likewise (the candidate frozen before the clock starts)."""
 
 
 def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_child: sandbox.RunningChild,
                p: Plan) -> Pairing:
     """Alternate blocks between the two ready children (reference first in even rounds)."""
     walls: list[float] = []
+    ref_walls: list[float] = []
     for r in range(p.rounds):
         for side in ((0, 1) if r % 2 == 0 else (1, 0)):
             if side == 0:
                 cand_child.freeze()
+                t0 = time.perf_counter()
                 ok = ref.send(f"T {p.trials_per_block}") and ref.receive(ref_child.deadline) == "done"
+                ref_walls.append(time.perf_counter() - t0)
                 cand_child.thaw()
                 if not ok:
-                    return Pairing(r, tuple(walls), REFERENCE_STOPPED)
+                    return Pairing(r, tuple(walls), REFERENCE_STOPPED, tuple(ref_walls))
             else:
                 t0 = time.perf_counter()
                 ok = cand.send(f"T {p.trials_per_block}") and cand.receive(cand_child.deadline) == "done"
                 if not ok:
-                    return Pairing(r, tuple(walls), "the candidate stopped answering")
+                    return Pairing(r, tuple(walls), "the candidate stopped answering", tuple(ref_walls))
                 walls.append(time.perf_counter() - t0)
-    return Pairing(p.rounds, tuple(walls))
+    return Pairing(p.rounds, tuple(walls), reference_block_wall_s=tuple(ref_walls))
 
 
 def block_medians(blocks: object, rounds: int) -> list[float] | None:
@@ -161,6 +166,44 @@ def overruns(blocks: object, walls: tuple[float, ...]) -> str:
             return f"block {i}: malformed trial times"
         if not total_s <= wall:  # NaN fails too
             return f"block {i}: trials sum to {total_s * 1e3:.3f} ms but the block took {wall * 1e3:.3f} ms"
+    return ""
+
+
+UNACCOUNTED_RATIO = 1.5
+"""How much more of a block's wall time a candidate's reported trials may leave unaccounted for than the
+reference's trials leave of its block (medians over blocks), plus UNACCOUNTED_SLACK."""
+UNACCOUNTED_SLACK = (0.05, 0.001)
+"""(fraction of the candidate's median block wall time, seconds): noise allowance per block."""
+
+
+def unaccounted(ref_blocks: object, ref_walls: tuple[float, ...], cand_blocks: object,
+                cand_walls: tuple[float, ...]) -> str:
+    """Empty unless the candidate's reported trial times leave much more of its blocks unaccounted for than
+    the reference's leave of theirs.
+
+    Why: `overruns` catches a child that reports MORE time than it took; this catches one that reports LESS,
+    the profitable lie (a candidate that rewrote the timing loop's list from inside `forward` reported
+    20000x with correct outputs). Outside its timed calls each block does the same trusted work in both
+    children (loading fresh inputs into the same shapes, the loop itself, the pipe), so the time the trials
+    do not account for should match between the two; time a candidate hides from its trials shows up there.
+    Medians over blocks: a scheduling hiccup lands in one block, while a lie that moves the median of the
+    round ratios has to be told in most of them. What it cannot see: a lie smaller than the untimed work's
+    noise, so a kernel much faster than loading its inputs can still shade its times (docs/harness.md)."""
+    try:
+        n = min(len(ref_walls), len(cand_walls))
+        ref_sums = [sum(float(t) for t in b) / 1e3 for b in ref_blocks[:n]]  # type: ignore[index]
+        cand_sums = [sum(float(t) for t in b) / 1e3 for b in cand_blocks[:n]]  # type: ignore[index]
+    except (TypeError, ValueError):
+        return "malformed timing blocks"
+    if n == 0 or len(ref_sums) < n or len(cand_sums) < n:
+        return "" if n == 0 else "malformed timing blocks"
+    ref_gap = statistics.median(max(0.0, w - s) for w, s in zip(ref_walls, ref_sums))
+    cand_gap = statistics.median(w - s for w, s in zip(cand_walls, cand_sums))
+    cand_wall = statistics.median(cand_walls[:n])
+    frac, abs_s = UNACCOUNTED_SLACK
+    if not cand_gap <= UNACCOUNTED_RATIO * ref_gap + frac * cand_wall + abs_s:  # NaN fails too
+        return (f"per block (median of {n}), its trials account for {1e3 * (cand_wall - cand_gap):.3f} ms of the "
+                f"{1e3 * cand_wall:.3f} ms the block took; the reference's leave {1e3 * ref_gap:.3f} ms unaccounted for")
     return ""
 
 

@@ -25,6 +25,7 @@ comparison stays fair.
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import select
@@ -143,23 +144,32 @@ class Measurement:
         """`n` timed trials (ms), each on freshly scaled inputs; also appended to `times_ms`."""
         t, fn, buffers = self.t, self.fn, self.buffers
         times: list[float] = []
-        with torch.no_grad():
-            for _ in range(n):
-                self._load_next()
-                if self.cuda:
-                    self.flush.zero_()
-                    t.synchronize()
-                    start, end = t.event(enable_timing=True), t.event(enable_timing=True)
-                    t.record(start)
-                    fn(*buffers)
-                    t.synchronize()  # device-wide: side-stream work finishes inside the timed window
-                    t.record(end)
-                    t.event_sync(end)
-                    times.append(t.elapsed(start, end))
-                else:
-                    t1 = t.perf_counter()
-                    fn(*buffers)
-                    times.append((t.perf_counter() - t1) * 1e3)
+        # No cyclic collection inside a block (as `timeit` does): a pass over a process with torch loaded takes
+        # milliseconds, would land in a random trial, and, outside the trials, in the untimed time that
+        # `paired.unaccounted` compares between the two children.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            with torch.no_grad():
+                for _ in range(n):
+                    self._load_next()
+                    if self.cuda:
+                        self.flush.zero_()
+                        t.synchronize()
+                        start, end = t.event(enable_timing=True), t.event(enable_timing=True)
+                        t.record(start)
+                        fn(*buffers)
+                        t.synchronize()  # device-wide: side-stream work finishes inside the timed window
+                        t.record(end)
+                        t.event_sync(end)
+                        times.append(t.elapsed(start, end))
+                    else:
+                        t1 = t.perf_counter()
+                        fn(*buffers)
+                        times.append((t.perf_counter() - t1) * 1e3)
+        finally:
+            if collecting:
+                gc.enable()
         self.times_ms += times
         return times
 

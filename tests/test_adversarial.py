@@ -13,9 +13,9 @@ Two passes, as DESIGN.md rule 1 and 5 ask of the defences:
 The control (`honest_relu.py`) must score above 0, so a harness that fails everything cannot pass.
 Compiles dominate the cost (12-30 s each on 2 cores). The candidates share C++: those judged at run time
 with static checks on carry one library (`adv_kernels`) and the sandbox escapes another (`adv_escape`,
-per-run values passed from Python); each attack is what its forward calls. The build cache is keyed on
-what is compiled (`kernelbench.builds.cache_key`), so the suite compiles two extensions, and the
-session-wide `build_cache_dir` serves them to every candidate.
+per-run values passed from Python), and the C++ timing forger a third (`adv_forge`); each attack is what
+its forward calls. The build cache is keyed on what is compiled (`kernelbench.builds.cache_key`), so the
+suite compiles three extensions, and the session-wide `build_cache_dir` serves them to every candidate.
 """
 
 from __future__ import annotations
@@ -175,6 +175,10 @@ ATTACKS = [
            feedback=(MISMATCH,)),
     Attack("expanded_view.py", task="column_mean", statuses=(INCORRECT,), feedback=("overlapping",)),
     Attack("timing_channel.py", static_flags=("static:forbidden_import",), flags=("timing_inconsistent",)),
+    Attack("forge_times_frames.py", task="linear", static_flags=("static:dynamic_code",),
+           flags=("timing_inconsistent",)),
+    Attack("cpp_forge_times.py", task="linear", static_flags=("static:python_objects",),
+           flags=("timing_inconsistent",)),
     Attack("cpp_hang.py", statuses=(TIMEOUT,), overrides=HANG),
     Attack("python_sleep.py", static_flags=("static:forbidden_import",), statuses=(TIMEOUT,), overrides=HANG),
     Attack("cpp_segfault.py", statuses=(RUNTIME_ERROR,), feedback=("SIGSEGV",)),

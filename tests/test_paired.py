@@ -46,6 +46,21 @@ def test_overruns_bound_reported_times_by_the_parents_clock():
     assert "reported 1" in paired.overruns([[1.0]], (0.1, 0.1))
 
 
+def test_unaccounted_time_catches_times_reported_too_low():
+    # each block: 10 trials of 1 ms in 12 ms of wall time (2 ms of untimed input loading) on both sides
+    ref, walls = [[1.0] * 10] * 6, (0.012,) * 6
+    assert paired.unaccounted(ref, walls, [[1.0] * 10] * 6, (0.012,) * 6) == ""
+    assert paired.unaccounted(ref, walls, [[1.2] * 10] * 6, (0.0145,) * 6) == ""  # a slower honest kernel
+    # the candidate claims 0.1 ms per trial but its blocks took as long as honest 1 ms trials
+    lie = paired.unaccounted(ref, walls, [[0.1] * 10] * 6, (0.012,) * 6)
+    assert "account for 1.000 ms of the 12.000 ms" in lie
+    # one block hit by a 30 ms scheduling hiccup outside the trials: the median over blocks ignores it
+    assert paired.unaccounted(ref, walls, [[1.0] * 10] * 6, (0.042,) + (0.012,) * 5) == ""
+    assert paired.unaccounted(ref, walls, [["x"]] * 6, (0.012,) * 6) == "malformed timing blocks"
+    assert paired.unaccounted(ref, walls, [[1.0]] * 2, (0.012,) * 6) == "malformed timing blocks"
+    assert paired.unaccounted([], (), [], ()) == ""
+
+
 def test_paired_speedup_is_the_median_of_round_ratios():
     # drift that moves both sides together cancels: every round is 2x
     assert paired.paired_speedup([2.0, 4.0, 8.0], [1.0, 2.0, 4.0]) == 2.0

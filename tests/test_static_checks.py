@@ -363,6 +363,41 @@ def test_cpp_dynamic_code_and_dispatch_bypass():
                  "cuda") == set()
 
 
+@pytest.mark.parametrize("line", [
+    "def g():\n    yield box[0].gi_frame.f_back\nbox = [g()]",
+    "def up(frame):\n    return frame.f_locals",
+    "def tb(e):\n    return e.tb_frame",
+    "def co(c):\n    return c.cr_frame",
+    "def g(gen):\n    return getattr(gen, 'gi_frame')",
+])
+def test_frame_introspection_is_dynamic_code(line):
+    """Frames lead up the stack to the harness's timing loop without `sys` or a dunder
+    (tests/adversarial/forge_times_frames.py)."""
+    assert "static:dynamic_code" in flags(cpu_with(python=line))
+
+
+@pytest.mark.parametrize("cpp", [
+    "void f() { PyFrameObject* fr = PyThreadState_GetFrame(PyThreadState_Get()); }",
+    "void f(PyObject* o) { PyList_SetItem(o, 0, PyFloat_FromDouble(0.0)); }",
+    "void f(PyObject* o) { Py_DECREF(o); }",
+    "void f(torch::Tensor x) { auto v = THPVariable_Wrap(x); }",
+    "void f(py::object o) { }",
+    "void f(pybind11::handle h) { }",
+    "void f(py::object o) { auto t = o.attr(\"f_locals\"); }",
+])
+def test_python_objects_in_cpp(cpp):
+    """C++ that touches the interpreter reaches the timing loop's trial times (tests/adversarial/cpp_forge_times.py)."""
+    assert "static:python_objects" in flags(cpu_with(cpp=cpp))
+
+
+def test_python_words_in_cpp_that_are_not_the_c_api_pass():
+    ok = ('torch::Tensor g(torch::Tensor x) { TORCH_CHECK(x.dim() == 2, "PyTorch-style 2-D input"); return x; }\n'
+          'void h(int PyTorchLike, int my_py_size) { (void)PyTorchLike; (void)my_py_size; }')
+    assert flags(cpu_with(cpp=ok)) == set()
+    named = 'void bind(torch::Tensor (*fn)(torch::Tensor)) { auto a = py::arg("x"); (void)a; (void)fn; }'
+    assert flags(cpu_with(cpp=named)) == set()  # py::arg names a binding's argument: no object access
+
+
 # --- side_streams -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("edit", [
