@@ -56,7 +56,7 @@ Rules for the solution file:
 - Create parameters in `__init__` in the same order and with the same shapes as `Model`, so that both
   modules built after the same random seed hold equal weights (for example, keep the same nn.Linear layers).
 - Compile your kernels inline in the file itself; it must import and run as is, with nothing else on disk.
-- No try/except fallbacks to PyTorch, no subclassing of `Model`, no threads or processes, no timers, no
+- No try/except fallbacks to PyTorch, no subclassing of `Model`, no threads or processes, no timers, no files, no
   Python objects in C++ (no Python C API, no `py::object`: `load_inline(functions=...)` writes the bindings).
 - {op_policy}"""
 

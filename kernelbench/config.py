@@ -40,6 +40,10 @@ class EvalConfig:
     median of the per-round ratios. Why: on a shared machine a process's memory bandwidth drifts by tens
     of percent within a second, so two medians taken seconds apart disagree; interleaving cancels drift
     slower than a round. 0: time them one after the other (always so on CUDA, where timings are steady)."""
+    timing_checks: int = 4
+    """Untimed calls hidden among the timed trials at random positions, on inputs scaled by secret factors
+    whose outputs the reference computed: a candidate that skips its work on the calls it guesses are timed
+    is judged incorrect when a check lands among them (`timing.Measurement._check`). 0: none."""
     timing_input_sets: int = 4
     """Distinct input sets rotated through timing, so a cache of results keyed by input cannot win."""
     time_compile_baseline: bool = False

@@ -17,13 +17,14 @@ from __future__ import annotations
 import ast
 import json
 import os
+import random
 import secrets
 import shutil
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kernelbench import builds, feedback, nvrtc, paired, sandbox, telemetry, worker
+from kernelbench import builds, feedback, nvrtc, paired, sandbox, telemetry, timing, worker
 from kernelbench.compare import Comparison, compare_outputs, inputs_unchanged
 from kernelbench.config import EvalConfig
 from kernelbench.inputs import Seeds, draw_seeds
@@ -109,7 +110,17 @@ def _job(config: EvalConfig, mode: str, seeds: Seeds, nonce: str, **extra: Any) 
             "init_seed": seeds.init_seed, "input_seeds": list(seeds.input_seeds), "extra_seeds": list(seeds.extra_seeds),
             "warmup_trials": config.warmup_trials, "timing_trials": config.timing_trials,
             "timing_input_sets": max(1, min(config.timing_input_sets, len(seeds.input_seeds))),
-            "timing_budget_s": config.run_timeout_s / 4, **extra}
+            "timing_budget_s": config.run_timeout_s / 4,
+            "timing_checks": _timing_checks(config, seeds) if config.timing_trials > 0 else [], **extra}
+
+
+def _timing_checks(config: EvalConfig, seeds: Seeds) -> list[list[float]]:
+    """(input set, scale) of each hidden check call among the timed trials (timing.Measurement._check).
+    Derived from this evaluation's secret seeds, so the reference and run jobs agree and nothing the candidate
+    can read before the call predicts them; the scales lie in the timing range, so a check looks like a trial."""
+    sets = max(1, min(config.timing_input_sets, len(seeds.input_seeds)))
+    rng = random.Random(f"timing checks {seeds.init_seed} {list(seeds.input_seeds)}")  # str seeds: SHA-512
+    return [[j % sets, rng.uniform(*timing.SCALE_RANGE)] for j in range(config.timing_checks)]
 
 
 REFERENCE_FILE_MB = 1 << 16
@@ -158,6 +169,8 @@ class Reference:
     """Paired timing: the median of each block (empty when timed in one go)."""
     blocks_ms: tuple[tuple[float, ...], ...] = ()
     """Paired timing: each block's trial times (for `paired.unaccounted`)."""
+    check_outputs: list[list[Any]] = field(default_factory=list)
+    """Outputs of the hidden check calls' inputs (`_timing_checks`), computed by the reference."""
 
 
 def _reference_job(task: Task, config: EvalConfig, seeds: Seeds, **extra: Any) -> dict[str, Any]:
@@ -174,9 +187,10 @@ def _reference_from(task: Task, out: sandbox.ChildOutcome, res: dict[str, Any], 
     blocks = res.get("timing_blocks")
     # the candidate may stop after the reference's block of a round: that round is left out
     medians = paired.block_medians(blocks[:rounds], rounds) if rounds and isinstance(blocks, list) else None
+    saved = _load(os.path.join(scratch, "reference.pt"))
     return Reference(timing=res.get("timing", {}), compile_timing=res.get("compile_timing", {}),
                      structures=res["structures"], inputs=_load(os.path.join(scratch, "inputs.pt")),
-                     outputs=_load(os.path.join(scratch, "reference.pt"))["outputs"],
+                     outputs=saved["outputs"], check_outputs=saved.get("check_outputs", []),
                      block_medians_ms=tuple(medians or ()),
                      blocks_ms=tuple(tuple(float(t) for t in b) for b in blocks[:rounds]) if medians else ())
 
@@ -258,6 +272,13 @@ def _compare_all(ref: Reference, cand: dict[str, Any], res: dict[str, Any], conf
         c = compare_outputs(got, ref.outputs[i], [], config.device, config.atol, config.rtol, config.scale_atol_by_rms)
         if not c.ok:
             return replace(c, reason=f"during timing (input set {i}, buffers reused): {c.reason}")
+    got_checks = cand.get("check_outputs", [])
+    if len(got_checks) != len(ref.check_outputs) or any(g is None for g in got_checks):
+        return Comparison(False, "during timing: the check calls' outputs are missing")
+    for j, (got, want) in enumerate(zip(got_checks, ref.check_outputs)):
+        c = compare_outputs(got, want, [], config.device, config.atol, config.rtol, config.scale_atol_by_rms)
+        if not c.ok:
+            return replace(c, reason=f"during timing (a call among the timed ones, scaled inputs): {c.reason}")
     return worst
 
 

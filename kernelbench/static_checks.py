@@ -47,6 +47,10 @@ FORBIDDEN_ATTRS = {"os", "sys", "subprocess", "ctypes", "importlib", "builtins",
 COMPILER_APIS = ("torch.compile", "torch.jit", "torch.fx", "torch.export", "torch.library",
                  "torch.ops.load_library", "torch.classes")
 CACHE_APIS = {"functools.lru_cache", "functools.cache", "functools.cached_property"}
+# torch reads and writes files too: the run child's folder holds the job and every input set, from which
+# a candidate could tell the verification round's exact inputs from the scaled timed ones.
+TORCH_FILE_APIS = ("torch.load", "torch.save", "torch.serialization", "torch.hub", "torch.utils.cpp_extension.load",
+                   "torch.utils.model_zoo", "torch.utils.data", "torch.utils.tensorboard", "torch.package")
 EXEC_BUILTINS = {"exec", "eval", "compile", "__import__", "globals", "locals", "vars", "open", "breakpoint",
                  "input", "exit", "quit"}
 ALLOWED_DUNDERS = {"__init__", "__name__"}
@@ -84,6 +88,8 @@ _CPP_RULES = [
      r"|\b(set|long)jmp\b|#\s*include\s*<(unistd\.h|dlfcn\.h|fcntl\.h|fstream|sys/\w+\.h|sched\.h|signal\.h"
      r"|csignal|filesystem|setjmp\.h|csetjmp)>", "file, environment or system access in C++", "*"),
     ("cpp_io_or_syscalls", r"\b(asm|__asm__|__asm)\b", "inline assembly in a CPU kernel", "cpu"),
+    ("cpp_io_or_syscalls", r"\b(torch|at)::(from_file|load|save|pickle_load|pickle_save)\b|\bcaffe2::serialize\b",
+     "file access through torch in C++", "*"),
     ("dynamic_code", r"##|\bPy(Run|Import|Eval)_\w+|\bPy_CompileString\b|\bPyObject_SetAttr\w*"
      r"|\b(py|pybind11)::(exec|eval|globals|setattr)\b|\b(py|pybind11)::module_?::import\b",
      "C++ that runs Python or pastes tokens (reaches past the Python checks)", "*"),
@@ -304,6 +310,8 @@ def _rule_imports(src: _Source) -> None:
                     src.flag("forbidden_import", f"import of private internals {mod}", n)
                 elif any(mod == api or mod.startswith(api + ".") for api in COMPILER_APIS):
                     src.flag("torch_compiler", f"import of {mod}: write the kernel instead", n)
+                elif any(mod == api or mod.startswith(api + ".") for api in TORCH_FILE_APIS):
+                    src.flag("file_access", f"import of {mod}: no file access from the candidate", n)
         elif isinstance(n, ast.Attribute):
             q = src.qualname(n) or ""
             if n.attr in FORBIDDEN_ATTRS:
@@ -312,6 +320,8 @@ def _rule_imports(src: _Source) -> None:
                 src.flag("forbidden_import", f"private internals {q}", n)
             elif q in PROCESS_MODULES:
                 src.flag("threads_or_processes", f"{q}: no threads or processes", n)
+            if n.attr == "from_file" or any(q == api or q.startswith(api + ".") for api in TORCH_FILE_APIS):
+                src.flag("file_access", f"{q or n.attr}: no file access from the candidate", n)
             for api in COMPILER_APIS:
                 if q == api or q.startswith(api + "."):
                     src.flag("torch_compiler", f"{q}: compiled or registered ops hide the computation from the "

@@ -115,7 +115,8 @@ class Measurement:
     parent says so, interleaved with the reference's (`serve_blocks`).
     """
 
-    def __init__(self, fn: Callable[..., Any], arg_sets: list[list[Any]], device: str, keep: Callable[[Any], Any]):
+    def __init__(self, fn: Callable[..., Any], arg_sets: list[list[Any]], device: str, keep: Callable[[Any], Any],
+                 checks: list[tuple[int, float]] | tuple = (), planned_trials: int = 0):
         self.t = TIMERS  # one read: swapping the module's attribute mid-measurement changes nothing here
         self.fn, self.arg_sets, self.device, self.keep = fn, arg_sets, device, keep
         self.cuda = device == "cuda"
@@ -123,6 +124,27 @@ class Measurement:
         self.flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda") if self.cuda else None
         self.calls = 0
         self.times_ms: list[float] = []
+        # Hidden check calls (see `check_outputs`): each one before a trial index drawn from the OS's entropy.
+        self.checks = [(int(k), float(g)) for k, g in checks]
+        self.check_outputs: list[Any] = [None] * len(self.checks)
+        slots = random.SystemRandom().sample(range(max(planned_trials, len(self.checks))), len(self.checks))
+        self._check_before = dict(zip(slots, range(len(self.checks))))
+        self._trial = 0
+
+    def _check(self, j: int) -> None:
+        """Untimed call on input set k scaled by the parent's secret factor g; its output goes to the parent.
+
+        Why: a candidate that counts calls (or recognises the exact base sets of the verification round) can
+        skip its work on the timed calls and compute only where outputs are judged. A check call looks like
+        any timed call (a fresh scale in the same range, in the same buffers, at an unpredictable position),
+        and the reference child computed the same call's output beforehand, so skipping work on timed calls
+        is caught with the probability that a check lands among them."""
+        k, g = self.checks[j]
+        load_scaled(self.buffers, self.arg_sets[k % len(self.arg_sets)], g)
+        out = self.fn(*self.buffers)
+        if self.cuda:
+            self.t.synchronize()
+        self.check_outputs[j] = self.keep(out)
 
     def _load_next(self) -> None:
         load_scaled(self.buffers, self.arg_sets[self.calls % len(self.arg_sets)], self.t.uniform(*SCALE_RANGE))
@@ -152,6 +174,10 @@ class Measurement:
         try:
             with torch.no_grad():
                 for _ in range(n):
+                    j = self._check_before.get(self._trial)
+                    if j is not None:
+                        self._check(j)
+                    self._trial += 1
                     self._load_next()
                     if self.cuda:
                         self.flush.zero_()
@@ -177,6 +203,9 @@ class Measurement:
         """Untimed round over the unperturbed base sets in the same buffers: `keep(output)` of each."""
         last: list[Any] = []
         with torch.no_grad():
+            for j, done in enumerate(self.check_outputs):
+                if done is None:  # fewer trials ran than planned: the checks left over run here
+                    self._check(j)
             for s in self.arg_sets:
                 load_scaled(self.buffers, s, 1.0)
                 out = self.fn(*self.buffers)
@@ -187,16 +216,19 @@ class Measurement:
 
 
 def measure(fn: Callable[..., Any], arg_sets: list[list[Any]], device: str, warmup: int, trials: int,
-            budget_s: float, keep: Callable[[Any], Any]) -> tuple[TimingStats, list[Any]]:
+            budget_s: float, keep: Callable[[Any], Any],
+            checks: list[tuple[int, float]] | tuple = ()) -> tuple[TimingStats, list[Any], list[Any]]:
     """Time `fn` over `arg_sets` (already on `device`), each call on freshly scaled values in one set of buffers.
 
-    Returns the stats and `keep(output)` of an untimed final round on the unperturbed sets. `budget_s` caps
-    the time spent: a slow forward gets fewer trials (at least 5) rather than a timeout.
+    Returns the stats, `keep(output)` of an untimed final round on the unperturbed sets, and of each hidden
+    check call (`Measurement._check`). `budget_s` caps the time spent: a slow forward gets fewer trials (at
+    least 5) rather than a timeout.
     """
-    m = Measurement(fn, arg_sets, device, keep)
+    m = Measurement(fn, arg_sets, device, keep, checks, trials)
     per_call_s = m.warm_up(warmup)
     m.block(max(min(5, trials), min(trials, int(budget_s / max(per_call_s, 1e-7)))))
-    return stats(m.times_ms, warmup), m.verify()
+    last = m.verify()
+    return stats(m.times_ms, warmup), last, m.check_outputs
 
 
 class Channel:

@@ -129,9 +129,17 @@ def run_reference(job: dict[str, Any], scratch: str) -> dict[str, Any]:
             structure, tensors, _ = flatten_output(model(*to_device(clone_args(s), device)))
             outputs.append(tensors)
             structures.append(structure)
+        # the outputs of the run child's hidden check calls (timing.Measurement._check), same buffers, same op
+        check_outputs = []
+        if job["timing_trials"] > 0 and job.get("timing_checks"):
+            bases = [to_device(s, device) for s in sets[: job["timing_input_sets"]]]
+            buffers = [a.clone() if isinstance(a, torch.Tensor) else a for a in bases[0]]
+            for k, g in job["timing_checks"]:
+                timing.load_scaled(buffers, bases[int(k) % len(bases)], float(g))
+                check_outputs.append(flatten_output(model(*buffers))[1])
     _sync(device)
     torch.save({"init_inputs": init_inputs, "sets": sets}, os.path.join(scratch, "inputs.pt"))
-    torch.save({"outputs": outputs}, os.path.join(scratch, "reference.pt"))
+    torch.save({"outputs": outputs, "check_outputs": check_outputs}, os.path.join(scratch, "reference.pt"))
     result: dict[str, Any] = {"ok": True, "structures": structures}
     if job["timing_trials"] > 0:
         timed = [to_device(s, device) for s in sets[: job["timing_input_sets"]]]
@@ -142,13 +150,13 @@ def run_reference(job: dict[str, Any], scratch: str) -> dict[str, Any]:
                 result["timing"] = timing.stats(m.times_ms, job["warmup_trials"]).to_dict()
                 result["timing_blocks"] = blocks
         else:
-            st, _ = timing.measure(model, timed, device, job["warmup_trials"], job["timing_trials"],
-                                   job["timing_budget_s"], keep=lambda o: None)
+            st, _, _ = timing.measure(model, timed, device, job["warmup_trials"], job["timing_trials"],
+                                      job["timing_budget_s"], keep=lambda o: None)
             result["timing"] = st.to_dict()
         if job.get("time_compile"):
             compiled = torch.compile(model)
-            st, _ = timing.measure(compiled, timed, device, job["warmup_trials"], job["timing_trials"],
-                                   job["timing_budget_s"], keep=lambda o: None)
+            st, _, _ = timing.measure(compiled, timed, device, job["warmup_trials"], job["timing_trials"],
+                                      job["timing_budget_s"], keep=lambda o: None)
             result["compile_timing"] = st.to_dict()
     return result
 
@@ -348,19 +356,24 @@ def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
             inputs_after.append([flatten(a)[1][0] if isinstance(a, torch.Tensor) else None for a in args])
     checkpoint("forward")
     timing_outputs: list[Any] = []
+    check_outputs: list[Any] = []
     if job["timing_trials"] > 0:
         result["phase"] = "timing"
         timed = [to_device(s, device) for s in data["sets"][: job["timing_input_sets"]]]
+        checks = job.get("timing_checks", [])
         if channel is not None:  # paired: blocks on the parent's word (kernelbench.paired)
-            m = measurement(model, timed, device, keep=lambda o: flatten(o)[1])
+            m = measurement(model, timed, device, keep=lambda o: flatten(o)[1], checks=checks,
+                            planned_trials=job["timing_trials"])
             blocks = serve(m, job["warmup_trials"], channel)
             timing_outputs = m.verify()
+            check_outputs = m.check_outputs
             if m.times_ms:
                 result["timing"] = stats(m.times_ms, job["warmup_trials"]).to_dict()
                 result["timing_blocks"] = blocks
         else:
-            st, timing_outputs = measure(model, timed, device, job["warmup_trials"], job["timing_trials"],
-                                         job["timing_budget_s"], keep=lambda o: flatten(o)[1])
+            st, timing_outputs, check_outputs = measure(model, timed, device, job["warmup_trials"],
+                                                        job["timing_trials"], job["timing_budget_s"],
+                                                        keep=lambda o: flatten(o)[1], checks=checks)
             result["timing"] = st.to_dict()
         checkpoint("timing")
     result["phase"] = "trace"
@@ -379,7 +392,8 @@ def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
             sync(device)
     calls = count() if count is not None else -1
     checkpoint("trace")
-    save({"outputs": outputs, "inputs_after": inputs_after, "timing_outputs": timing_outputs},
+    save({"outputs": outputs, "inputs_after": inputs_after, "timing_outputs": timing_outputs,
+          "check_outputs": check_outputs},
          os.path.join(scratch, "outputs.pt"))
     result["timer_patched"] += [f"{name} (public)" for name in timers_intact()]
     result.update(ok=True, phase="done", structures=structures, output_meta=metas, ops=ops, kernel_calls=calls,

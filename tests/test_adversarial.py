@@ -175,6 +175,8 @@ ATTACKS = [
            feedback=(MISMATCH,)),
     Attack("expanded_view.py", task="column_mean", statuses=(INCORRECT,), feedback=("overlapping",)),
     Attack("timing_channel.py", static_flags=("static:forbidden_import",), flags=("timing_inconsistent",)),
+    # Counting calls finds the timed ones; a hidden check call among them sees the skipped work.
+    Attack("skip_timed_calls.py", statuses=(INCORRECT,), feedback=("during timing",)),
     Attack("forge_times_frames.py", task="linear", static_flags=("static:dynamic_code",),
            flags=("timing_inconsistent",)),
     Attack("cpp_forge_times.py", task="linear", static_flags=("static:python_objects",),

@@ -126,3 +126,34 @@ def test_speedup_against_torch_compile_scales_the_paired_speedup(relu):
     assert r.status == "correct" and r.conditions.timing_rounds == 4
     assert r.compile_ref_runtime_ms > 0
     assert r.speedup_vs_compile == pytest.approx(r.speedup * r.compile_ref_runtime_ms / r.ref_runtime_ms)
+
+
+def test_hidden_checks_run_among_the_trials_on_the_given_scales():
+    """timing.Measurement: each check is one untimed call on set k scaled by g, placed before a random trial
+    (left-over ones in the verification round), and its kept output is that call's."""
+    import torch
+
+    from kernelbench import timing
+
+    seen: list[float] = []
+
+    def fn(x):
+        seen.append(float(x[0]))
+        return x * 2
+
+    sets = [[torch.ones(4)], [torch.full((4,), 3.0)]]
+    checks = [(0, 0.75), (1, 1.5), (0, 1.25)]
+    m = timing.Measurement(fn, sets, "cpu", keep=lambda o: o.clone(), checks=checks, planned_trials=8)
+    m.warm_up(2)
+    m.block(4)
+    m.block(4)
+    m.verify()
+    assert len(seen) == 2 + 8 + 3 + 2 and len(m.times_ms) == 8
+    assert [float(o[0]) for o in m.check_outputs] == [1.5, 9.0, 2.5]  # 2 x (base x g)
+    for value in (0.75, 4.5, 1.25):  # each check's input appears once, among the calls before verification
+        assert seen[:-2].count(value) >= 1
+    # more checks than trials: the rest run in the verification round, none is lost
+    m2 = timing.Measurement(fn, sets, "cpu", keep=lambda o: o.clone(), checks=checks, planned_trials=1)
+    m2.block(1)
+    m2.verify()
+    assert all(o is not None for o in m2.check_outputs)

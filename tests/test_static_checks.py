@@ -398,6 +398,21 @@ def test_python_words_in_cpp_that_are_not_the_c_api_pass():
     assert flags(cpu_with(cpp=named)) == set()  # py::arg names a binding's argument: no object access
 
 
+@pytest.mark.parametrize("line", ["d = torch.load('inputs.pt')", "b = torch.from_file('job.json', size=64)",
+                                  "u = torch.UntypedStorage.from_file('inputs.pt', False, 64)",
+                                  "from torch import load", "from torch.utils.cpp_extension import load",
+                                  "torch.save(torch.ones(1), 'x.pt')", "import torch.hub"])
+def test_file_access_through_torch(line):
+    """The run child's folder holds the job and the input sets: reading them tells verification inputs from
+    timed ones (tests/adversarial/skip_timed_calls.py needs no file; one that reads would)."""
+    assert "static:file_access" in flags(cpu_with(python=line))
+
+
+def test_file_access_through_torch_in_cpp():
+    assert "static:cpp_io_or_syscalls" in flags(cpu_with(cpp='void f() { auto t = torch::from_file("x", false, 4); }'))
+    assert "static:cpp_io_or_syscalls" in flags(cpu_with(cpp='void f(torch::Tensor x) { torch::save(x, "x.pt"); }'))
+
+
 # --- side_streams -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("edit", [
