@@ -296,10 +296,11 @@ def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch:
         extra = {"paired": pipes.job_fields()} if pipes else {}
         job = _job(config, "run", seeds, secrets.token_hex(16), candidate="candidate.py",
                    pch_dir=staged.build.pch_dir, **extra)
-        # outputs.pt holds outputs, inputs after the call and the last timing round: a few times inputs.pt
+        # outputs.pt holds outputs, inputs after the call, the verification round and the check calls' outputs:
+        # a few times inputs.pt
         inputs_mb = os.path.getsize(os.path.join(scratch, "inputs.pt")) >> 20
         spec = _child_spec(config, scratch, job, binds, os.path.join(staged.build.entry_dir, "ext"),
-                           max_file_mb=4 * inputs_mb + 64, pass_fds=pipes.child_fds if pipes else ())
+                           max_file_mb=5 * inputs_mb + 64, pass_fds=pipes.child_fds if pipes else ())
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
