@@ -464,11 +464,12 @@ def run_stage(staged: Staged) -> EvalResult:
     speedup = speedup if correct else 0.0
     # against torch.compile: the speedup scaled by compiled/eager as the reference's one process measured
     # them, so it carries the paired figure's steadiness (one after the other: exactly comp_ms / run_ms)
+    vs_compile = speedup * comp_ms / ref_ms if correct and comp_ms and ref_ms else 0.0
     text = feedback.render(status, detail=verdict.detail, speedup=speedup, runtime_ms=run_ms, ref_runtime_ms=ref_ms,
                            flags=tuple(flags), reasons=reasons, max_abs_error=verdict.comparison.max_abs_error)
     return EvalResult(status=status, compiled=True, correct=correct, runtime_ms=run_ms,
                       runtime_std_ms=float(timing.get("std_ms", 0.0)), ref_runtime_ms=ref_ms, compile_ref_runtime_ms=comp_ms,
-                      speedup=speedup, speedup_vs_compile=speedup * comp_ms / ref_ms if correct and comp_ms and ref_ms else 0.0,
+                      speedup=speedup, speedup_vs_compile=vs_compile,
                       score=feedback.kernel_score(correct, speedup, status == REJECTED), flags=tuple(flags), feedback=text,
                       max_abs_error=verdict.comparison.max_abs_error, compile_s=build.compile_s if build else 0.0,
                       run_s=verdict.run_s, cached_build=bool(build and build.cached), conditions=cond)

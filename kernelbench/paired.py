@@ -12,8 +12,9 @@ Protocol (one line per message over two pipes per child, `kernelbench.timing.ser
 side): each child warms up and says `ready <ms per call>`; per round the parent sends `T n` to one child,
 waits for `done`, then to the other (the order alternates between rounds); `E` ends it. The reference is
 trusted; the candidate's answers are not: a wrong or missing answer ends the pairing (the candidate's
-verdict then comes from its exit), and the parent times each candidate block itself, so the trial times the
-candidate reports later must fit inside them (`timing_inconsistent`). While the reference times a block the
+verdict then comes from its exit), and the parent times every block itself, so the trial times the
+candidate reports later must fit inside its blocks (`overruns`) and leave no more of them unaccounted for
+than the reference's trials leave of its own (`unaccounted`); otherwise `timing_inconsistent`. While the reference times a block the
 candidate's whole sandbox is frozen (SIGSTOP, `sandbox.RunningChild.freeze`), so nothing it left running
 can slow the reference down.
 """
@@ -195,8 +196,10 @@ def unaccounted(ref_blocks: object, ref_walls: tuple[float, ...], cand_blocks: o
         cand_sums = [sum(float(t) for t in b) / 1e3 for b in cand_blocks[:n]]  # type: ignore[index]
     except (TypeError, ValueError):
         return "malformed timing blocks"
-    if n == 0 or len(ref_sums) < n or len(cand_sums) < n:
-        return "" if n == 0 else "malformed timing blocks"
+    if len(ref_sums) < n or len(cand_sums) < n:
+        return "malformed timing blocks"
+    if n == 0:
+        return ""
     ref_gap = statistics.median(max(0.0, w - s) for w, s in zip(ref_walls, ref_sums))
     cand_gap = statistics.median(w - s for w, s in zip(cand_walls, cand_sums))
     cand_wall = statistics.median(cand_walls[:n])

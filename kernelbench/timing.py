@@ -199,13 +199,21 @@ class Measurement:
         self.times_ms += times
         return times
 
-    def verify(self) -> list[Any]:
-        """Untimed round over the unperturbed base sets in the same buffers: `keep(output)` of each."""
-        last: list[Any] = []
+    def run_checks(self) -> list[Any]:
+        """Every check call not yet made (fewer trials ran than planned, or none: the reference computing the
+        expected outputs); returns `check_outputs`."""
         with torch.no_grad():
             for j, done in enumerate(self.check_outputs):
-                if done is None:  # fewer trials ran than planned: the checks left over run here
+                if done is None:
                     self._check(j)
+        return self.check_outputs
+
+    def verify(self) -> list[Any]:
+        """Left-over check calls, then an untimed round over the unperturbed base sets in the same buffers:
+        `keep(output)` of each base set."""
+        self.run_checks()
+        last: list[Any] = []
+        with torch.no_grad():
             for s in self.arg_sets:
                 load_scaled(self.buffers, s, 1.0)
                 out = self.fn(*self.buffers)
