@@ -67,7 +67,8 @@ class BuildOutcome:
     """Result of the compile stage for one candidate."""
 
     status: str
-    """`ok`, `compile_error`, `format_error` (no ModelNew class after import) or `timeout`."""
+    """`ok`, `compile_error`, `format_error` (no ModelNew class after import), `timeout`, or `harness_error`
+    (the compile child never reached the candidate's code; not cached)."""
     cached: bool
     """Served from the build cache (no compiler ran)."""
     compile_s: float
@@ -108,10 +109,17 @@ def _gcc_fingerprint(device: str) -> list[str]:
     return parts
 
 
+@functools.lru_cache(maxsize=1)
+def build_code_hash() -> str:
+    """Hash of this module's source: how the harness builds (flags, PCH, load_inline patching) is part of what
+    a build's outcome depends on, so an entry made by other build code is never reused."""
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
 def toolchain_fingerprint(device: str) -> str:
     """Everything besides the source that decides what a build produces: for CPU builds, also whether clang
     compiles them (`clang_cxx`), which changes the object code and the OpenMP runtime the library needs."""
-    parts = _gcc_fingerprint(device)
+    parts = _gcc_fingerprint(device) + [f"harness={build_code_hash()}"]  # not the PCH's key: pch_command is
     if device == "cpu" and clang_cxx():
         parts.append(f"cpu-cxx={_tool_version((clang_cxx(), '--version'))} pch=clang-include-pch")
     return "\n".join(parts)
@@ -595,13 +603,17 @@ def build(src: str, config: EvalConfig, jobs: int = 0, pch_dir: str = "") -> Bui
             meta = _read_meta(meta_path)
             if meta is None:
                 built = (entry / "built").exists()
+                if not built:  # whatever a killed or failed compile left here is not trusted: build afresh
+                    shutil.rmtree(entry / "ext", ignore_errors=True)
                 pch_dir = pch_dir_for(pch_dir, pch_flags(src), config.device)
                 meta = _compile(src, config, entry, jobs, pch_dir)
-                if meta["status"] in ("ok", "compile_error", "format_error"):
+                if meta["status"] in ("ok", "compile_error", "format_error"):  # never a timeout or harness_error
                     meta_path.parent.mkdir(parents=True, exist_ok=True)
-                    meta_path.write_text(json.dumps(meta))
+                    tmp = meta_path.with_suffix(f".tmp{os.getpid()}")
+                    tmp.write_text(json.dumps(meta))
+                    os.replace(tmp, meta_path)  # atomic: a killed harness leaves no half-written verdict
                 if meta["status"] == "ok":
-                    (entry / "built").touch()
+                    (entry / "built").touch()  # last: the entry's completion marker
                 return BuildOutcome(status=meta["status"], cached=built and meta["status"] == "ok",
                                     compile_s=time.perf_counter() - start, error_text=meta["error_text"],
                                     entry_dir=str(entry), sandbox=meta["sandbox"], pch_dir=meta["pch_dir"])
@@ -634,7 +646,12 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     meta = {"status": "ok", "error_text": "", "sandbox": out.sandbox, "pch_dir": pch_dir}
-    if out.timed_out:
+    if not out.untrusted_ran:  # the child never reached the candidate: the harness's fault, never cached
+        state = "timed out" if out.timed_out else f"exit {out.returncode}"
+        where = "could not start" if not out.started else "failed in the harness's own code before the candidate ran"
+        meta.update(status="harness_error", error_text=f"the compile child {where} ({state}, {out.sandbox}): "
+                    f"{out.stderr_tail.strip()[-600:]}")
+    elif out.timed_out:
         meta.update(status="timeout", error_text=f"compile stage exceeded {config.compile_timeout_s:.0f} s")
     elif result.get("ok"):
         return meta

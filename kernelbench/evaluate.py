@@ -24,12 +24,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kernelbench import builds, feedback, nvrtc, paired, sandbox, telemetry, timing, worker
+from kernelbench import builds, feedback, nvrtc, op_policy, paired, sandbox, static_checks, telemetry, timing, worker
 from kernelbench.compare import Comparison, compare_outputs, inputs_unchanged
 from kernelbench.config import EvalConfig
 from kernelbench.inputs import Seeds, draw_seeds
-from kernelbench.result import (COMPILE_ERROR, CORRECT, FORMAT_ERROR, INCORRECT, REJECTED, RUNTIME_ERROR, TIMEOUT,
-                                Conditions, EvalResult)
+from kernelbench.result import (COMPILE_ERROR, CORRECT, FORMAT_ERROR, HARNESS_ERROR, INCORRECT, REJECTED,
+                                RUNTIME_ERROR, TIMEOUT, Conditions, EvalResult)
 from kernelbench.task import Task
 
 SIGNAL_NAMES = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 24: "SIGXCPU", 25: "SIGXFSZ"}
@@ -55,17 +55,10 @@ def policy_of(task: Task, config: EvalConfig) -> str:
     return config.op_policy or task.op_policy or "strict"
 
 
-def _optional(name: str) -> Any:
-    try:
-        return __import__(f"kernelbench.{name}", fromlist=[name])
-    except ImportError:
-        return None
-
-
 def _decided(status: str, config: EvalConfig, policy: str, detail: str = "", flags: tuple[str, ...] = (),
              reasons: dict[str, str] | None = None, **fields: Any) -> EvalResult:
     text = feedback.render(status, detail=detail, flags=flags, reasons=reasons)
-    cond = Conditions(device=config.device, op_policy=policy, size=config.size)
+    cond = fields.pop("conditions", None) or Conditions(device=config.device, op_policy=policy, size=config.size)
     return EvalResult(status=status, flags=flags, feedback=text, conditions=cond, **fields)
 
 
@@ -80,16 +73,38 @@ def precheck(task: Task, src: str, config: EvalConfig) -> EvalResult | None:
     defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
     if "ModelNew" not in defined:
         return _decided(FORMAT_ERROR, config, policy, "no `class ModelNew(nn.Module)` defined at module level")
-    checks = _optional("static_checks") if config.static_checks else None
-    if checks is not None:
-        violations = checks.check_source(src, config.device)
+    if config.static_checks:
+        violations = static_checks.check_source(src, config.device)
         if violations:
             reasons = {v.flag: v.reason for v in violations}
             return _decided(REJECTED, config, policy, "", tuple(reasons), reasons)
     return None
 
 
+def harness_error(task: Task, config: EvalConfig, cause: str, **fields: Any) -> EvalResult:
+    """The result of an evaluation the harness could not carry out (not the candidate's fault; never scored)."""
+    return _decided(HARNESS_ERROR, config, policy_of(task, config), cause.strip()[:2000], **fields)
+
+
+def not_started(out: sandbox.ChildOutcome, what: str) -> str:
+    """Why a child that never reached untrusted code stopped, for a `harness_error`'s text."""
+    if not out.started:
+        head = f"the {what} child could not start (the interpreter or the project could not be loaded in the sandbox)"
+    else:
+        head = f"the harness's own code failed in the {what} child before the candidate ran"
+    state = "timed out" if out.timed_out else f"exit {out.returncode}" + (f", signal {out.signal}" if out.signal else "")
+    return f"{head} ({state}, {out.sandbox}): {out.stderr_tail.strip()[-600:]}"
+
+
 def compile_stage(task: Task, src: str, config: EvalConfig, jobs: int = 0) -> Staged:
+    """Precheck and build; a fault of the harness's own (it raised) becomes a decided `harness_error`."""
+    try:
+        return _compile_stage(task, src, config, jobs)
+    except Exception as e:
+        return Staged(task, src, config, None, harness_error(task, config, f"compile stage raised {type(e).__name__}: {e}"))
+
+
+def _compile_stage(task: Task, src: str, config: EvalConfig, jobs: int = 0) -> Staged:
     early = precheck(task, src, config)
     if early is not None:
         return Staged(task, src, config, None, early)
@@ -100,6 +115,8 @@ def compile_stage(task: Task, src: str, config: EvalConfig, jobs: int = 0) -> St
     fields = dict(compile_s=out.compile_s, cached_build=out.cached)
     if out.status == "ok":
         return Staged(task, src, config, out)
+    if out.status == HARNESS_ERROR:
+        return Staged(task, src, config, out, harness_error(task, config, out.error_text, **fields))
     status = {"timeout": TIMEOUT, "format_error": FORMAT_ERROR}.get(out.status, COMPILE_ERROR)
     head = "compilation failed:\n" if status == COMPILE_ERROR else ""
     return Staged(task, src, config, out, _decided(status, config, policy, head + out.error_text, **fields))
@@ -182,6 +199,8 @@ def _reference_job(task: Task, config: EvalConfig, seeds: Seeds, **extra: Any) -
 def _reference_from(task: Task, out: sandbox.ChildOutcome, res: dict[str, Any], scratch: str,
                     rounds: int = 0) -> Reference:
     if not res.get("ok"):
+        if not out.started:
+            raise HarnessError(not_started(out, "reference"))
         why = "timed out" if out.timed_out else res.get("error") or f"exit {out.returncode}: {out.stderr_tail[-800:]}"
         raise HarnessError(f"reference of task {task.id} failed: {why}")
     blocks = res.get("timing_blocks")
@@ -248,8 +267,7 @@ def _judge(res: dict[str, Any], out: sandbox.ChildOutcome, policy: str, op_check
     total_ms = float(res.get("timing", {}).get("total_ms", 0.0))
     if total_ms / 1e3 > out.wall_s:
         found["timing_inconsistent"] = f"trials sum to {total_ms / 1e3:.3f} s but the whole run took {out.wall_s:.3f} s"
-    op_policy = _optional("op_policy") if op_checks else None
-    if op_policy is not None and "op_policy" in res.get("checks_installed", []):
+    if op_checks:
         for v in op_policy.judge_ops(list(res.get("ops", [])), policy, int(res.get("kernel_calls", -1))):
             found.setdefault(v.flag, v.reason)
     return found
@@ -312,6 +330,8 @@ def _verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, res: dic
     """The parent's reading of a finished run child (its outputs compared with the reference's); in paired
     mode, `pairing` is what the parent saw of the rounds (None: the child never said `ready`)."""
     config = staged.config
+    if not out.untrusted_ran:  # never reached the candidate's code: whatever stopped it is the harness's
+        return RunVerdict(HARNESS_ERROR, not_started(out, "run"), run_s=out.wall_s)
     if out.timed_out:
         return RunVerdict(TIMEOUT, f"the run stage exceeded {config.run_timeout_s:.0f} s (hang or far too slow)", run_s=out.wall_s)
     if not res.get("ok"):
@@ -425,9 +445,18 @@ def _measure_once(staged: Staged, slot: sandbox.SlotLease) -> tuple[RunVerdict, 
 
 
 def run_stage(staged: Staged) -> EvalResult:
-    """Correctness, timing, dynamic checks and telemetry for a compiled candidate."""
+    """Correctness, timing, dynamic checks and telemetry for a compiled candidate; a fault of the harness's
+    own (the reference failed, a child could not start, the harness raised) is a `harness_error`."""
     if staged.decided is not None:
         return staged.decided
+    try:
+        return _run_stage(staged)
+    except Exception as e:
+        return harness_error(staged.task, staged.config, f"run stage raised {type(e).__name__}: {e}",
+                             compiled=True, compile_s=staged.build.compile_s if staged.build else 0.0)
+
+
+def _run_stage(staged: Staged) -> EvalResult:
     config, build = staged.config, staged.build
     policy = policy_of(staged.task, config)
     reading = telemetry.read(config.device)
@@ -455,6 +484,9 @@ def run_stage(staged: Staged) -> EvalResult:
                       correctness_trials=len(seeds.input_seeds) + len(seeds.extra_seeds),
                       timing_trials=int(timing.get("trials", 0)), warmup_trials=config.warmup_trials, size=config.size,
                       timing_rounds=len(ref.block_medians_ms) if ref else 0)
+    if verdict.status == HARNESS_ERROR:
+        return harness_error(staged.task, config, verdict.detail, compiled=True,
+                             compile_s=build.compile_s if build else 0.0, run_s=verdict.run_s, conditions=cond)
     correct = verdict.status == CORRECT
     status = REJECTED if flags and any(f != "suspicious_speedup" for f in flags) else verdict.status
     correct = correct and status == CORRECT
@@ -485,5 +517,9 @@ def _speedup(ref: Reference | None, verdict: RunVerdict) -> float:
 
 
 def evaluate(task: Task, candidate_src: str, config: EvalConfig = EvalConfig()) -> EvalResult:
-    """Evaluate one candidate solution file's text against `task` (see the module docstring)."""
-    return run_stage(compile_stage(task, candidate_src, config))
+    """Evaluate one candidate solution file's text against `task` (see the module docstring); a
+    `harness_error` is retried once (`retries` says so), then returned as it is."""
+    result = run_stage(compile_stage(task, candidate_src, config))
+    if result.status == HARNESS_ERROR:
+        result = replace(run_stage(compile_stage(task, candidate_src, config)), retries=1)
+    return result

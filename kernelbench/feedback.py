@@ -7,7 +7,7 @@ formula lives here once; `rewards.score` computes the same from an `EvalResult`.
 
 from __future__ import annotations
 
-from kernelbench.result import CORRECT, REJECTED
+from kernelbench.result import CORRECT, HARNESS_ERROR, REJECTED
 
 MAX_FEEDBACK_CHARS = 2500
 
@@ -38,6 +38,8 @@ def render(status: str, *, detail: str = "", speedup: float = 0.0, runtime_ms: f
     """One feedback text: status line, then what went wrong or how fast it ran, then the flags."""
     reasons = reasons or {}
     lines = [f"status: {status}"]
+    if status == HARNESS_ERROR:
+        lines.append("the evaluation harness failed; this is not your kernel's fault and the attempt is not scored")
     if status == CORRECT:
         lines.append(f"correct; runtime {runtime_ms:.4g} ms vs eager PyTorch {ref_runtime_ms:.4g} ms: "
                      f"speedup {speedup:.3g}x (max abs error {max_abs_error:.3g})")

@@ -19,7 +19,17 @@ RUNTIME_ERROR = "runtime_error" # construction or forward raised, crashed, ran o
 TIMEOUT = "timeout"             # a wall-clock limit of the compile or run stage was hit
 INCORRECT = "incorrect"         # ran, but outputs disagree with the reference
 CORRECT = "correct"
-STATUSES = (FORMAT_ERROR, REJECTED, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, INCORRECT, CORRECT)
+HARNESS_ERROR = "harness_error" # not the candidate's fault: the child could not start or import the project,
+                                # the sandbox failed, the harness's own code raised, a result vanished with no
+                                # sign from the candidate. Never cached, never scored, retried once, always shown.
+STATUSES = (FORMAT_ERROR, REJECTED, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, INCORRECT, CORRECT, HARNESS_ERROR)
+CANDIDATE_STATUSES = STATUSES[:-1]
+"""Verdicts on the candidate: the statuses that are scored and counted in metrics (all but `harness_error`)."""
+
+
+def is_verdict(result: "EvalResult") -> bool:
+    """Whether `result` judges the candidate (scored, counted) rather than reporting a harness fault."""
+    return result.status != HARNESS_ERROR
 
 
 @dataclass(frozen=True)
@@ -100,8 +110,9 @@ class EvalResult:
     """The candidate's extension came from the build cache."""
     conditions: Conditions = field(default_factory=Conditions)
     retries: int = 0
-    """Times the evaluation was restarted because the worker running it was lost (an actor or node of the
-    Ray executor died); 0 for the local executor. Records written before this field load with 0."""
+    """Times the evaluation was restarted after a harness fault: the worker running it was lost (an actor or
+    node of the Ray executor died) or it came back `harness_error` (retried once). Records written before
+    this field load with 0."""
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

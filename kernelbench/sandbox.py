@@ -87,6 +87,23 @@ class ChildOutcome:
     stderr_tail: str
     sandbox: str
     """`bwrap` or `rlimits`."""
+    progress: str = ""
+    """What the worker said over its progress pipe (`PROGRESS_FD_ENV`): `S` once the interpreter ran and the
+    project imported, then `C` just before untrusted code ran. The worker closes the pipe before that code
+    runs, so a candidate can neither say it nor unsay it: a child without `S` never started (a harness
+    fault, not the candidate's)."""
+
+    @property
+    def started(self) -> bool:
+        return "S" in self.progress
+
+    @property
+    def untrusted_ran(self) -> bool:
+        return "C" in self.progress
+
+
+PROGRESS_FD_ENV = "KERNEL_AGENT_PROGRESS_FD"
+STARTED, UNTRUSTED = "S", "C"
 
 
 @dataclass(frozen=True)
@@ -230,25 +247,44 @@ def _env(spec: ChildSpec) -> dict[str, str]:
     return env
 
 
-def _readonly_under_home() -> list[str]:
-    """Paths the child needs that live under $HOME (hidden by a tmpfs), to re-bind read-only."""
+def hidden_roots() -> tuple[str, ...]:
+    """Host folders the sandbox covers with a private tmpfs: $HOME (when it is not / or /tmp) and /tmp."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    return ((home,) if home not in ("/", "/tmp") and os.path.isdir(home) else ()) + ("/tmp",)
+
+
+def child_readonly_paths() -> list[str]:
+    """Paths the child needs that lie under a hidden root ($HOME, /tmp), to re-bind read-only after the tmpfs.
+
+    The interpreter (its prefix, its base prefix, the real path of the executable), its site-packages (the
+    user site too), the project, and every sys.path entry (an editable install's finder names its source
+    folder there), wherever they live: a clone or a virtual environment under /tmp judges like any other.
+    Never a hidden root itself nor a folder above the temporary folder: the scratch folders, slot locks and
+    other evaluations' files live there and must stay hidden.
+    """
     import site
 
-    home = os.path.realpath(os.path.expanduser("~"))
     project = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    wanted = {sys.prefix, sys.base_prefix, project, *site.getsitepackages()}
-    user_site = site.getusersitepackages() if site.ENABLE_USER_SITE else ""
-    wanted.discard(user_site)
-    out = []
-    for p in sorted(os.path.realpath(w) for w in wanted if w):
-        if (p == home or p.startswith(home + os.sep)) and os.path.exists(p):
-            if not any(p.startswith(q + os.sep) or p == q for q in out):
-                out.append(p)
+    wanted = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), project,
+              *site.getsitepackages(), *(p for p in sys.path if p and os.path.isabs(p))}
+    if site.ENABLE_USER_SITE:
+        wanted.add(site.getusersitepackages())
+    roots = hidden_roots()
+    guarded = [os.path.realpath(tempfile.gettempdir()), *roots]
+    out: list[str] = []
+    for p in sorted({os.path.realpath(w) for w in wanted if w}):
+        if not any(p.startswith(r + os.sep) for r in roots) or not os.path.exists(p):
+            continue
+        if any(g == p or g.startswith(p + os.sep) for g in guarded):
+            continue
+        p = p if os.path.isdir(p) else os.path.dirname(p)  # a zip on sys.path: its folder
+        if not any(p == q or p.startswith(q + os.sep) for q in out):
+            out = [q for q in out if not q.startswith(p + os.sep)] + [p]
     return out
 
 
 def _dir_chain(path: str, home: str) -> list[str]:
-    """`--perms 0755 --dir D` for each folder between $HOME and `path`, so the uid can traverse them."""
+    """`--perms 0755 --dir D` for each folder between a tmpfs root and `path`, so the uid can traverse them."""
     args: list[str] = []
     parts = Path(path).relative_to(home).parts[:-1]
     cur = home
@@ -265,12 +301,14 @@ def bwrap_argv(spec: ChildSpec, uid: int, env: dict[str, str]) -> list[str]:
             "--die-with-parent", "--new-session", "--ro-bind", "/", "/"]
     if home not in ("/", "/tmp") and os.path.isdir(home):
         argv += ["--perms", "0755", "--tmpfs", home]
-        for p in _readonly_under_home():
-            argv += _dir_chain(p, home) + ["--ro-bind", p, p]
     # a private, writable /dev/shm: LLVM's OpenMP runtime (clang -fopenmp builds) registers itself there and
     # aborts without it ("OMP: Error #179 ... SHM2"); bubblewrap's own /dev is root's
     argv += ["--perms", "1777", "--tmpfs", "/tmp", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm",
              "--proc", "/proc"]
+    roots = hidden_roots()
+    for p in child_readonly_paths():  # the interpreter and the project, wherever they live (after both tmpfs)
+        root = next(r for r in roots if p.startswith(r + os.sep))
+        argv += _dir_chain(p, root) + ["--ro-bind", p, p]
     if spec.cuda:
         for node in sorted(Path("/dev").glob("nvidia*")):
             argv += ["--dev-bind", str(node), str(node)]
@@ -320,8 +358,10 @@ class RunningChild:
     then waits still gets the child's whole limit and no more.
     """
 
-    def __init__(self, proc: subprocess.Popen, kind: str, uid: int, logs: str, start: float, timeout_s: float):
+    def __init__(self, proc: subprocess.Popen, kind: str, uid: int, logs: str, start: float, timeout_s: float,
+                 progress_fd: int = -1):
         self.proc, self.kind, self.uid, self.logs = proc, kind, uid, logs
+        self.progress_fd = progress_fd
         self.start, self.deadline = start, start + timeout_s
         self._frozen: set[int] = set()
         self._outcome: ChildOutcome | None = None
@@ -378,13 +418,33 @@ class RunningChild:
             rc = -(rc - 128)
         self._outcome = ChildOutcome(returncode=rc, signal=-rc if rc < 0 else 0, timed_out=timed_out, wall_s=wall,
                                      stdout_tail=_tail(os.path.join(self.logs, "stdout")),
-                                     stderr_tail=_tail(os.path.join(self.logs, "stderr")), sandbox=self.kind)
+                                     stderr_tail=_tail(os.path.join(self.logs, "stderr")), sandbox=self.kind,
+                                     progress=self._read_progress())
         shutil.rmtree(self.logs, ignore_errors=True)
         return self._outcome
 
     def kill(self) -> ChildOutcome:
         self.deadline = time.perf_counter()
         return self.wait()
+
+    def _read_progress(self) -> str:
+        """Everything the worker wrote on its progress pipe (the child and its processes are gone by now)."""
+        if self.progress_fd < 0:
+            return ""
+        data = b""
+        try:
+            os.set_blocking(self.progress_fd, False)
+            while len(data) < 64:
+                chunk = os.read(self.progress_fd, 64)
+                if not chunk:
+                    break
+                data += chunk
+        except OSError:  # nothing more (EAGAIN) or already closed
+            pass
+        finally:
+            os.close(self.progress_fd)
+            self.progress_fd = -1
+        return data.decode("ascii", "replace")
 
 
 FREEZE_WAIT_S = 0.5
@@ -397,6 +457,8 @@ def start_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False)
     kind = sandbox_kind(require_sandbox)
     uid = slot.uid
     env = _env(spec)
+    progress_r, progress_w = os.pipe()
+    env[PROGRESS_FD_ENV] = str(progress_w)
     if kind == BWRAP:
         argv = _prlimit_argv(spec.limits) + bwrap_argv(spec, uid, env)
         user = {}
@@ -413,11 +475,17 @@ def start_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False)
     kill_uid(uid)  # leftovers of an earlier harness crash would count against this slot's NPROC
     logs = tempfile.mkdtemp(prefix="ka-log-")
     start = time.perf_counter()
-    with open(os.path.join(logs, "stdout"), "wb") as out, open(os.path.join(logs, "stderr"), "wb") as err:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
-                                cwd=spec.scratch_dir, start_new_session=True, close_fds=True,
-                                pass_fds=spec.pass_fds, **user)
-    return RunningChild(proc, kind, uid, logs, start, spec.limits.timeout_s)
+    try:
+        with open(os.path.join(logs, "stdout"), "wb") as out, open(os.path.join(logs, "stderr"), "wb") as err:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
+                                    cwd=spec.scratch_dir, start_new_session=True, close_fds=True,
+                                    pass_fds=tuple(spec.pass_fds) + (progress_w,), **user)
+    except BaseException:
+        os.close(progress_r)
+        raise
+    finally:
+        os.close(progress_w)  # the child holds the only write end: EOF once it and its processes are gone
+    return RunningChild(proc, kind, uid, logs, start, spec.limits.timeout_s, progress_r)
 
 
 def _sandbox_pids(root: int, uid: int) -> set[int]:

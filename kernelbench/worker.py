@@ -27,6 +27,7 @@ import types
 from typing import Any
 
 from kernelbench import timing  # noqa: F401  (first: captures the timers before any candidate code runs)
+from kernelbench import sandbox  # noqa: E402
 
 RESULT_FILE = "result.json"
 MAX_RESULT_BYTES = 4 * 1024 * 1024
@@ -35,12 +36,35 @@ MAX_RESULT_BYTES = 4 * 1024 * 1024
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+CHILD_PYTHON_ENV = "KERNEL_AGENT_CHILD_PYTHON"
+"""Test hook: the interpreter the children run instead of this one. Only tests set it, to break the harness
+on purpose (an interpreter the sandbox's user cannot execute) and check that it is reported as such."""
+
+
 def child_argv(scratch: str) -> tuple[str, ...]:
     """`python -I` (no PYTHON* variables, no user site, no cwd on sys.path) with this project importable
     whether or not it is installed."""
     boot = (f"import sys; sys.path.insert(0, {PROJECT_ROOT!r}); from kernelbench.worker import main; "
             f"sys.exit(main(['worker', {scratch!r}]))")
-    return (sys.executable, "-I", "-c", boot)
+    return (os.environ.get(CHILD_PYTHON_ENV) or sys.executable, "-I", "-c", boot)
+
+
+def progress(mark: str, close: bool = False) -> None:
+    """Tell the parent how far this child got (`sandbox.ChildOutcome.progress`); `close` before untrusted code
+    runs, so that code can neither write nor close the parent's record."""
+    fd = int(os.environ.get(sandbox.PROGRESS_FD_ENV, "-1") or -1)
+    if fd < 0:
+        return
+    try:
+        os.write(fd, mark.encode())
+    except OSError:
+        pass
+    if close:
+        os.environ.pop(sandbox.PROGRESS_FD_ENV, None)
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def read_result(scratch: str, nonce: str = "") -> dict[str, Any]:
@@ -161,6 +185,7 @@ def run_compile(job: dict[str, Any], scratch: str) -> dict[str, Any]:
     from kernelbench import builds
 
     builds.patch_load_inline(job["device"], job.get("pch_dir", ""))
+    progress(sandbox.UNTRUSTED, close=True)
     try:
         module = import_candidate(os.path.join(scratch, job["candidate"]))
     except BaseException as e:  # SystemExit too: whatever stops the import is the candidate's compile fault
@@ -168,13 +193,6 @@ def run_compile(job: dict[str, Any], scratch: str) -> dict[str, Any]:
     if not isinstance(getattr(module, "ModelNew", None), type):
         return {"ok": False, "phase": "format", "error": "the candidate defines no class ModelNew"}
     return {"ok": True}
-
-
-def _optional(name: str) -> Any:
-    try:
-        return __import__(f"kernelbench.{name}", fromlist=[name])
-    except ImportError:
-        return None
 
 
 def os_threads() -> int:
@@ -273,7 +291,7 @@ def harness_holders(kernel_calls: Any, op_policy: Any) -> list[tuple[str, Any]]:
 
     modules = [builtins, time, os, os.path, json, threading, traceback, types, torch, torch.cuda, torch.serialization,
                python_dispatch, cpp_extension, timing, inputs, builds, sys.modules[__name__]]
-    modules += [m for m in (kernel_calls, op_policy) if m is not None]
+    modules += [kernel_calls, op_policy]
     classes = [torch.Tensor, torch.cuda.Event, python_dispatch.TorchDispatchMode, timing.Timers, Snapshot]
     classes += [v for m in modules if m.__name__.startswith("kernelbench.") for v in vars(m).values()
                 if isinstance(v, type) and v.__module__ == m.__name__ and v not in classes]
@@ -298,7 +316,7 @@ def _audit(snapshot: Snapshot, result: dict[str, Any], phase: str, extra: list[s
 def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
     import torch
 
-    from kernelbench import builds
+    from kernelbench import builds, kernel_calls, op_policy  # imported, never probed: a check that cannot load is an error
     from kernelbench.inputs import clone_args, to_device
 
     device = job["device"]
@@ -309,9 +327,7 @@ def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
     inputs_path = os.path.join(scratch, "inputs.pt")
     data = torch.load(inputs_path, weights_only=True)
     os.unlink(inputs_path)  # gone before candidate code runs
-    kernel_calls, op_policy = _optional("kernel_calls"), _optional("op_policy")
-    if kernel_calls is not None:
-        kernel_calls.install()
+    kernel_calls.install()
     builds.patch_load_inline(device, job.get("pch_dir", ""))
     # Captured references: the phases below call these locals, never a module attribute the candidate can rebind.
     snapshot = Snapshot(harness_holders(kernel_calls, op_policy))
@@ -320,10 +336,8 @@ def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
     count_threads, timers_intact, no_grad = os_threads, timing.timers_intact, torch.no_grad
     measurement, serve, stats = timing.Measurement, timing.serve_blocks, timing.stats
     channel = timing.Channel(**job["paired"]) if job.get("paired") else None
-    reset = kernel_calls.reset if kernel_calls is not None else None
-    count = kernel_calls.count if kernel_calls is not None else None
-    wrappers = getattr(kernel_calls, "wrappers_intact", lambda: [])
-    tracer_class = op_policy.OpTracer if op_policy is not None else None
+    reset, count, wrappers = kernel_calls.reset, kernel_calls.count, kernel_calls.wrappers_intact
+    tracer_class = op_policy.OpTracer
     result: dict[str, Any] = {"ok": False, "phase": "import", "timer_patched": [], "harness_tampered": []}
     threads_after = [threads_before, os_before]
 
@@ -332,6 +346,7 @@ def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
         threads_after[0] = max(threads_after[0], active())
         threads_after[1] = max(threads_after[1], count_threads())
 
+    progress(sandbox.UNTRUSTED, close=True)
     module = import_candidate(os.path.join(scratch, job["candidate"]))
     checkpoint("import")
     result["phase"] = "init"
@@ -374,19 +389,14 @@ def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
         checkpoint("timing")
     result["phase"] = "trace"
     ops: list[str] = []
-    if reset is not None:
-        reset()
+    reset()
     with no_grad():
         args = to_device(clone_args(data["sets"][0]), device)
-        if tracer_class is not None:
-            with tracer_class() as tracer:
-                model(*args)
-                sync(device)
-            ops = list(tracer.ops)
-        else:
+        with tracer_class() as tracer:
             model(*args)
             sync(device)
-    calls = count() if count is not None else -1
+        ops = list(tracer.ops)
+    calls = count()
     checkpoint("trace")
     save({"outputs": outputs, "inputs_after": inputs_after, "timing_outputs": timing_outputs,
           "check_outputs": check_outputs},
@@ -394,8 +404,7 @@ def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
     result["timer_patched"] += [f"{name} (public)" for name in timers_intact()]
     result.update(ok=True, phase="done", structures=structures, output_meta=metas, ops=ops, kernel_calls=calls,
                   threads_before=threads_before, threads_after=threads_after[0], os_threads_before=os_before,
-                  os_threads_after=threads_after[1], checks_installed=[n for n, m in
-                  (("kernel_calls", kernel_calls), ("op_policy", op_policy)) if m is not None])
+                  os_threads_after=threads_after[1], checks_installed=["kernel_calls", "op_policy"])
     return result
 
 
@@ -420,6 +429,7 @@ def main(argv: list[str]) -> int:
     with open(job_path) as f:
         job = json.load(f)
     os.unlink(job_path)
+    progress(sandbox.STARTED, close=job.get("mode") == "reference")  # the reference runs only trusted code
     nonce = job.get("nonce", "")
     try:
         result = MODES[job["mode"]](job, scratch)
