@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Protocol
 from agent.parsing import format_error_result, parse_response
 from agent.policy import Completion, Conversation, Policy, SamplingConfig
 from agent.prompts import Attempt, PromptSettings, build_messages
-from kernelbench.result import CORRECT, RUNTIME_ERROR, EvalResult
+from kernelbench.result import CORRECT, EvalResult
 from kernelbench.task import Task
 
 log = logging.getLogger(__name__)
@@ -284,9 +284,13 @@ class EpisodeRunner:
 def _result_of(fut: Future) -> EvalResult:
     """The evaluator's verdict; an evaluator that raised is recorded as a flagged runtime error rather
     than ending a long run (DESIGN.md: faults are results)."""
+    from kernelbench.evaluator import HarnessBroken
+
     try:
         return fut.result()
-    except Exception as e:  # the harness itself failed on this candidate
+    except HarnessBroken:  # the judge is broken: the job stops (DESIGN.md, rule 6)
+        raise
+    except Exception as e:  # the harness itself failed on this candidate: never scored
         log.exception("evaluator raised")
-        return EvalResult(status=RUNTIME_ERROR, flags=("harness_error",),
+        return EvalResult(status="harness_error",
                           feedback=f"The evaluation harness failed: {type(e).__name__}: {e}"[:500])

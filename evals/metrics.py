@@ -14,6 +14,8 @@ Definitions (DESIGN.md, "Metrics"; KernelBench arXiv 2502.10517; Kevin-32B arXiv
 - Mean speedup counts a task without a correct kernel as 0 (it is what the agent delivered). The geometric
   mean cannot take zeros: it is taken over the tasks (or trajectories) that have a correct kernel only, and
   is 0.0 when none has; `correct_*` beside it says how many that is.
+- A `harness_error` record is no verdict on its kernel: it is left out of every figure (never a 0) and
+  counted apart (`harness_errors`, `status_counts`).
 """
 
 from __future__ import annotations
@@ -102,6 +104,8 @@ def trajectory_outcomes(records: Iterable[dict[str, Any]], max_turns: int | None
     for rec in records:
         if max_turns is not None and int(rec["turn"]) >= max_turns:
             continue
+        if is_harness_error(rec):  # not a verdict on the kernel: left out, never counted as a failure
+            continue
         kernels[rec["task"]].setdefault(str(rec["trajectory"]), []).append(record_point(rec))
     out: dict[str, list[TrajectoryOutcome]] = {}
     for task, trajs in kernels.items():
@@ -114,6 +118,11 @@ def trajectory_outcomes(records: Iterable[dict[str, Any]], max_turns: int | None
                                               speedup_vs_compile=max((p[2] for p in good), default=0.0)))
         out[task] = outcomes
     return out
+
+
+def is_harness_error(rec: dict[str, Any]) -> bool:
+    """The record's evaluation failed for the harness's fault: excluded from every metric, shown in counts."""
+    return rec.get("result", {}).get("status") == "harness_error"
 
 
 def _trajectory_order(trajs: dict[str, Any]) -> list[str]:
@@ -198,6 +207,7 @@ def compute_metrics(records: Sequence[dict[str, Any]], turns: int | None = None)
     for rec in records:
         levels[str(rec.get("level", 0))].add(rec["task"])
     by_level = {lvl: summarize({t: outcomes[t] for t in sorted(ids)}) for lvl, ids in sorted(levels.items())}
-    return {"kernels": len(records), "turns": turns, "overall": summarize(outcomes), "by_level": by_level,
+    return {"kernels": sum(not is_harness_error(r) for r in records),
+            "harness_errors": sum(is_harness_error(r) for r in records), "turns": turns, "overall": summarize(outcomes), "by_level": by_level,
             "pass@k": pass_at_ks(outcomes), "per_turn": per_turn_curve(records, turns),
             "status_counts": status_counts(records), "thresholds": list(FAST_P_THRESHOLDS)}

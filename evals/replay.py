@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from evals import baselines as bl
 from evals.runner import BenchError, ResultsLog, make_record, record_key
-from kernelbench.result import RUNTIME_ERROR, EvalResult
+from kernelbench.result import EvalResult
 from kernelbench.task import Task
 
 
@@ -131,8 +131,12 @@ def run_replay(config, tasks: list[Task], todo: list[dict[str, Any]], evaluator,
 
 def _result_of(fut) -> EvalResult:
     """The harness's verdict; a harness failure on one kernel is recorded, not fatal to the replay."""
+    from kernelbench.evaluator import HarnessBroken
+
     try:
         return fut.result()
+    except HarnessBroken:  # the judge is broken: the replay stops
+        raise
     except Exception as e:
-        return EvalResult(status=RUNTIME_ERROR, flags=("harness_error",),
+        return EvalResult(status="harness_error",
                           feedback=f"The evaluation harness failed: {type(e).__name__}: {e}"[:500])

@@ -72,3 +72,6 @@ class EvalConfig:
     of candidates that are pure PyTorch on purpose (they prove the other checks hold by themselves)."""
     threads: int = 1
     """torch intra-op threads for reference and candidate on CPU (equal, so timing is fair)."""
+    harness_error_limit: int = 3
+    """An `Evaluator` stops (raises `HarnessBroken`, naming the cause) after this many `harness_error` results
+    in a row, each already retried once: a broken judge must stop a job, not feed it verdicts."""

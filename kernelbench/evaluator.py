@@ -7,6 +7,10 @@ its build is done, so with many candidates the run workers never wait on a compi
 and KernelBench's GPU evaluators leave out; DESIGN.md, Scale: CPU compile workers feed GPU run workers).
 Threads suffice: the work happens in child processes.
 
+Harness faults: a result that comes back `harness_error` is evaluated once more (`retries` = 1); after
+`EvalConfig.harness_error_limit` of them in a row the evaluator is broken: that Future and every later
+`submit` raise `HarnessBroken`, naming the cause, and the job stops (DESIGN.md, rule 6).
+
 Back-pressure: with `max_in_flight` > 0, `submit` blocks while that many evaluations are unfinished, so a
 producer (the policy generating candidates) cannot run arbitrarily far ahead of the harness. Do not call
 `submit` from a Future's done callback then: the callback would wait on the workers it runs on.
@@ -24,10 +28,43 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from dataclasses import replace
+
 from kernelbench.config import EvalConfig
 from kernelbench.evaluate import compile_stage, run_stage
-from kernelbench.result import EvalResult
+from kernelbench.result import HARNESS_ERROR, EvalResult
 from kernelbench.task import Task
+
+
+class HarnessBroken(RuntimeError):
+    """The harness failed on several evaluations in a row (each retried): a job must stop, not go on scoring."""
+
+
+class HarnessWatch:
+    """Counts `harness_error` results in a row; past the limit, `check` raises `HarnessBroken` for good."""
+
+    def __init__(self, limit: int):
+        if limit < 1:
+            raise ValueError(f"harness_error_limit must be >= 1, got {limit}")
+        self.limit = limit
+        self.in_row = 0
+        self.broken: HarnessBroken | None = None
+        self._lock = threading.Lock()
+
+    def record(self, result: EvalResult) -> None:
+        with self._lock:
+            if result.status != HARNESS_ERROR:
+                self.in_row = 0
+                return
+            self.in_row += 1
+            if self.in_row >= self.limit and self.broken is None:
+                cause = result.feedback.split("\n")[-1].strip() or "unknown cause"
+                self.broken = HarnessBroken(f"the evaluation harness failed {self.in_row} times in a row "
+                                            f"(each retried once); last cause: {cause[:600]}")
+
+    def check(self) -> None:
+        if self.broken is not None:
+            raise self.broken
 
 
 class Evaluator:
@@ -47,8 +84,10 @@ class Evaluator:
         self._run_pool = ThreadPoolExecutor(run_workers, thread_name_prefix="ka-run")
         self._lock = threading.Lock()
         self._closed = False
+        self.watch = HarnessWatch(config.harness_error_limit)
 
     def submit(self, task: Task, candidate_src: str, config: EvalConfig | None = None) -> Future:
+        self.watch.check()
         cfg = config or self.config
         done: Future = Future()
         if self._slots is not None:
@@ -78,10 +117,16 @@ class Evaluator:
     def _timed_run(self, staged) -> EvalResult:
         start = time.perf_counter()
         try:
-            return run_stage(staged)
+            result = run_stage(staged)
+            if result.status == HARNESS_ERROR:  # once more, from the compile stage (never cached)
+                again = run_stage(compile_stage(staged.task, staged.src, staged.config, self._jobs))
+                result = replace(again, retries=result.retries + 1)
         finally:
             with self._lock:
                 self.run_busy_s += time.perf_counter() - start
+        self.watch.record(result)
+        self.watch.check()
+        return result
 
     def evaluate_many(self, items: list[tuple[Task, str]]) -> list[EvalResult]:
         futures = [self.submit(task, src) for task, src in items]

@@ -15,8 +15,9 @@ shipping beats rebuilding on the GPU node).
 Faults. An actor that dies mid-job (killed, SIGKILLed, its node lost, or a candidate that took its memory)
 is replaced by a fresh actor and the job requeued (from the compile stage when its build object went with
 the node), at most `max_retries` times; `EvalResult.retries` records the restarts. Past the bound the job
-gets a `runtime_error` flagged `harness_error` instead of hanging, as the episode runner records a harness
-that raised. A job running past its stage's own time limits plus a grace period has its actor killed,
+gets a `harness_error` instead of hanging. A result that comes back `harness_error` is evaluated once more
+from the compile stage; `EvalConfig.harness_error_limit` of them in a row break the evaluator
+(`HarnessBroken`), as locally. A job running past its stage's own time limits plus a grace period has its actor killed,
 which takes the same path. Errors the stages raise themselves (`HarnessError`: a broken task, a required
 sandbox missing) fail the Future, as locally. Every job's Future is settled exactly once.
 
@@ -39,8 +40,9 @@ from typing import Any
 from kernelbench import builds
 from kernelbench.config import EvalConfig
 from kernelbench.evaluate import compile_stage, policy_of, run_stage
+from kernelbench.evaluator import HarnessWatch
 from kernelbench.feedback import render
-from kernelbench.result import RUNTIME_ERROR, Conditions, EvalResult
+from kernelbench.result import HARNESS_ERROR, Conditions, EvalResult
 from kernelbench.shipment import Shipment, pack_entry, unpack_entry
 from kernelbench.task import Task
 
@@ -54,7 +56,6 @@ POLL_S = 0.02
 """Longest a new submission waits for the dispatcher (an evaluation takes seconds)."""
 START_FAILURES = 3
 """Actors of one stage failing to start in a row before the evaluator gives up (a broken cluster setup)."""
-HARNESS_FLAG = "harness_error"
 
 
 def ray_module() -> Any:
@@ -127,6 +128,8 @@ class _Job:
     """Times the worker running this job was lost."""
     shipment: Any = None
     """ObjectRef of the Shipment, once compiled."""
+    harness_retried: bool = False
+    """The job came back `harness_error` once and was evaluated again."""
 
 
 @dataclass(eq=False)
@@ -177,6 +180,7 @@ class RayEvaluator:
         self._error: BaseException | None = None
         self.run_busy_s = 0.0  # seconds run actors held a job; against wall time: how long runs waited on compiles
         self.retried = 0  # restarts after a lost worker, over all jobs
+        self.watch = HarnessWatch(config.harness_error_limit)
         with self._cond:
             for stage in self._stages.values():
                 for _ in range(stage.size):
@@ -187,6 +191,7 @@ class RayEvaluator:
     # -- the public interface ---------------------------------------------------------------------------
 
     def submit(self, task: Task, candidate_src: str, config: EvalConfig | None = None) -> Future:
+        self.watch.check()
         cfg = config or self.config
         if cfg.build_cache_dir:  # actors do not share the driver's working directory
             cfg = replace(cfg, build_cache_dir=os.path.abspath(cfg.build_cache_dir))
@@ -314,9 +319,11 @@ class RayEvaluator:
             else:
                 if name == "run":
                     self.run_busy_s += time.monotonic() - actor.since
-                    settle.append((job, replace(value, retries=job.lost)))
-                elif value is not None:  # decided before the run stage (format, static checks, compile)
-                    settle.append((job, replace(value, retries=job.lost)))
+                if value is not None and value.status == HARNESS_ERROR and not job.harness_retried:
+                    job.harness_retried = True  # once more, from the compile stage (never cached)
+                    self._stages["compile"].queue.appendleft(job)
+                elif value is not None:  # a verdict, or decided before the run stage (format, checks, compile)
+                    settle.append((job, replace(value, retries=job.lost + job.harness_retried)))
                 else:
                     self._stages["run"].queue.append(job)
                 self._release(stage, actor)
@@ -359,12 +366,14 @@ class RayEvaluator:
         detail = (f"The evaluation harness lost the worker evaluating this kernel {job.lost} times "
                   f"(last: {type(error).__name__}); no verdict.")
         cond = Conditions(device=job.config.device, op_policy=policy_of(job.task, job.config), size=job.config.size)
-        return EvalResult(status=RUNTIME_ERROR, flags=(HARNESS_FLAG,), conditions=cond, retries=self.max_retries,
-                          feedback=render(RUNTIME_ERROR, detail=detail, flags=(HARNESS_FLAG,),
-                                          reasons={HARNESS_FLAG: "worker lost; retries exhausted"}))
+        return EvalResult(status=HARNESS_ERROR, conditions=cond, retries=self.max_retries,
+                          feedback=render(HARNESS_ERROR, detail=detail))
 
     def _settle(self, job: _Job, outcome: Any) -> None:
         """Resolve a job's Future (outside the lock: callbacks run here) and free its in-flight slot."""
+        if not isinstance(outcome, BaseException):
+            self.watch.record(outcome)
+            outcome = self.watch.broken or outcome
         if isinstance(outcome, BaseException):
             job.future.set_exception(outcome)
         else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kernelbench.result import CORRECT, EvalResult
+from kernelbench.result import CORRECT, HARNESS_ERROR, EvalResult
 
 
 @dataclass(frozen=True)
@@ -30,18 +30,22 @@ class ScoreConfig:
         if self.speedup_cap is not None and not self.speedup_cap > 0:
             raise ValueError(f"speedup_cap must be > 0 or None, got {self.speedup_cap}")
 
-    def score(self, result: EvalResult) -> float:
+    def score(self, result: EvalResult) -> float | None:
         """`kernel_score` under this config."""
         return kernel_score(result, self.correctness_weight, self.speedup_cap)
 
 
-def kernel_score(result: EvalResult, correctness_weight: float = 0.3, speedup_cap: float | None = None) -> float:
-    """`correctness_weight·correct + speedup·correct`; 0 for every status but `correct`.
+def kernel_score(result: EvalResult, correctness_weight: float = 0.3, speedup_cap: float | None = None) -> float | None:
+    """`correctness_weight·correct + speedup·correct`; 0 for every status but `correct`; None for a
+    `harness_error`, which is no verdict on the kernel: it is never scored (a 0 would punish the policy for
+    the harness's fault), and whoever trains leaves its sample out.
 
     Rejected candidates (a policy check fired), incorrect ones and every kind of error score 0. A result must
     say `correct` both in its status and its flag to score: the two disagreeing is a harness fault, and
     paying for it would reward whatever produced it.
     """
+    if result.status == HARNESS_ERROR:
+        return None
     if result.status != CORRECT or not result.correct:
         return 0.0
     speedup = result.speedup

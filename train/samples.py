@@ -84,7 +84,8 @@ def build_samples(trajectories: Sequence[Trajectory], encode_prompt: Callable[[A
     rows: list[tuple[Trajectory, Any, float]] = []
     for traj in trajectories:
         for turn, ret in zip(traj.new_turns, trajectory_returns(traj, gamma, return_mode)):
-            rows.append((traj, turn, ret))
+            if turn.result.status != "harness_error":  # no verdict on the kernel: never a sample (rule 6)
+                rows.append((traj, turn, ret))
     advantages = advantages_by_task([(traj.task_id, ret) for traj, _, ret in rows], scale=advantage_scale)
     cache: dict[str, tuple[int, ...]] = {}
     samples = []
