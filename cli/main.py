@@ -2,7 +2,9 @@
 
 A thin layer: each subcommand lives in `cli/<name>_cmd.py` with `add_parser(subparsers)` and `run(args)`,
 imported only when chosen so that `kernel-agent tasks list` does not pay for transformers or trl.
-Bad arguments exit 2 with a one-line reason.
+Bad arguments exit 2 with a one-line reason; a model server that cannot be used exits 3; a broken harness
+(its preflight failed, or `harness_error` results kept coming: `kernelbench.evaluator.HarnessBroken`) exits 4
+with one line naming the cause.
 """
 
 from __future__ import annotations
@@ -78,6 +80,20 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         sys.stderr.write(f"kernel-agent {args.command}: error: {e}\n")
         return 2
+    except Exception as e:
+        if _named(e, "ServerError"):
+            sys.stderr.write(f"kernel-agent {args.command}: model server error: {e}\n")
+            return 3
+        if _named(e, "HarnessBroken"):  # the judge is broken: never a silent run (DESIGN.md, rule 6)
+            sys.stderr.write(f"kernel-agent {args.command}: harness error: {e}\n")
+            return 4
+        raise
+
+
+def _named(e: BaseException, name: str) -> bool:
+    """Whether `e` is a `name` (cli.checks.ServerError, kernelbench's HarnessBroken and its PreflightFailed),
+    without importing the harness for the commands that never load it."""
+    return any(c.__name__ == name and c.__module__.split(".")[0] in ("cli", "kernelbench") for c in type(e).__mro__)
 
 
 if __name__ == "__main__":

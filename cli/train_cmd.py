@@ -26,29 +26,61 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="run SFT warm start, RL, held-out bench and report into --out (cpu-tiny)")
 
 
+def _load(kind, preset: str, section: str, overrides: dict | None = None):
+    """A config section, every way a preset file can be wrong turned into one line."""
+    from train.config import load_config
+
+    try:
+        return load_config(kind, preset, section, overrides or {})
+    except (ValueError, FileNotFoundError) as e:
+        raise UsageError(str(e)) from None
+    except Exception as e:
+        if type(e).__module__.split(".")[0] == "yaml":  # malformed YAML: where, not a traceback
+            raise UsageError(f"{preset}: malformed YAML: {' '.join(str(e).split())}") from None
+        raise
+
+
+def preflight_of(config) -> None:
+    """The harness preflight with the run's harness settings (before the warm start or any model work)."""
+    from cli import checks
+    from kernelbench.config import EvalConfig
+
+    checks.device(config.device)
+    checks.run_preflight(EvalConfig(device=config.device, size=getattr(config, "eval_size", "") or config.device.replace("cuda", "gpu"),
+                                    build_cache_dir=getattr(config, "build_cache_dir", "")),
+                         executor=getattr(config, "executor", "local"), ray_address=getattr(config, "ray_address", ""),
+                         say=print)
+
+
 def run(args: argparse.Namespace) -> int:
-    from train.config import TrainConfig, load_config
+    from cli import checks
+    from train.config import TrainConfig
 
     preset = args.config or args.preset
+    if args.config:
+        checks.input_file(args.config, "--config")
+    checks.positive(args.steps, "--steps")
+    checks.out_folder(args.out)
     if args.pipeline:
         from train.pipeline import run_pipeline
 
+        preflight_of(_load(TrainConfig, preset, "train", {"steps": args.steps}))
         try:
             run_pipeline(preset, out=args.out or "runs/pipeline", steps=args.steps)
         except (ValueError, FileNotFoundError) as e:
             raise UsageError(str(e)) from e
         return 0
-    try:
-        config = load_config(TrainConfig, preset, "train", {"steps": args.steps, "out": args.out, "model": args.model,
-                                                            "executor": args.executor, "ray_address": args.ray_address,
-                                                            "max_in_flight": args.max_in_flight})
-    except (ValueError, FileNotFoundError) as e:
-        raise UsageError(str(e)) from e
+    config = _load(TrainConfig, preset, "train", {"steps": args.steps, "out": args.out, "model": args.model,
+                                                  "executor": args.executor, "ray_address": args.ray_address,
+                                                  "max_in_flight": args.max_in_flight})
     from kernelbench.executor import EXECUTORS
 
     if config.executor not in EXECUTORS or config.max_in_flight < 0:
         raise UsageError(f"executor must be one of {', '.join(EXECUTORS)} (got {config.executor!r}) "
                          f"and max_in_flight >= 0 (got {config.max_in_flight})")
+    checks.positive(config.steps, "steps")
+    checks.out_folder(config.out, "out")
+    preflight_of(config)
     if not config.model:
         from train.pipeline import ensure_warm_start
 
