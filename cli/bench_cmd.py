@@ -25,7 +25,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="ORIGIN[:SPLIT][:level_N]: builtin, kernelbench:PATH or hf:NAME; split train|heldout|extra|all "
                         "(default heldout)")
     p.add_argument("--level", type=int, default=0, choices=(0, 1, 2, 3, 4), help="only this level")
-    p.add_argument("--limit", type=int, default=0, help="only the first N tasks")
+    p.add_argument("--limit", type=int, default=None, help="only the first N tasks (N >= 1; default all)")
     p.add_argument("--backend", default="openai", choices=("hf", "vllm", "openai", "replay"))
     p.add_argument("--model", default="", help="model name (openai) or path (hf, vllm)")
     p.add_argument("--base-url", default="", help="chat-completions endpoint, e.g. http://localhost:8000/v1")
@@ -69,9 +69,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def config_from(args: argparse.Namespace, **changes):
+    from cli import checks
     from evals.runner import BenchConfig
 
-    cfg = BenchConfig(tasks=args.tasks, level=args.level, limit=args.limit, backend=args.backend, model=args.model,
+    checks.positive(args.limit, "--limit")
+    cfg = BenchConfig(tasks=args.tasks, level=args.level, limit=args.limit or 0, backend=args.backend, model=args.model,
                       base_url=args.base_url, from_dir=args.from_dir, trajectories=args.trajectories, turns=args.turns,
                       device=args.device, size=args.size, out=args.out, resume=args.resume,
                       temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed,
@@ -89,14 +91,39 @@ def config_from(args: argparse.Namespace, **changes):
     return replace(cfg, **changes)
 
 
+def check_before_work(cfg) -> None:
+    """Everything that can be known wrong before baselines or model calls: the device, the output folder,
+    the model server and model, then the harness preflight (cli.checks)."""
+    from cli import checks
+
+    checks.device(cfg.device)
+    checks.size_for(cfg.device, cfg.size or None)
+    checks.out_folder(cfg.out)
+    if cfg.backend != "replay":
+        if not cfg.model:
+            raise UsageError(f"--backend {cfg.backend} needs --model")
+        if cfg.backend == "openai":
+            if not cfg.base_url:
+                raise UsageError("--backend openai needs --base-url")
+            checks.model_server(cfg.base_url, cfg.model)
+    checks.run_preflight(cfg.eval_config(), executor=cfg.executor, ray_address=cfg.ray_address,
+                         say=None if getattr(cfg, "quiet", False) else print)
+
+
 def _run(args: argparse.Namespace, **changes) -> int:
+    from agent.openai_backend import OpenAIError
+    from cli.checks import ServerError
     from evals.report import summary_line
     from evals.runner import BenchError, run_bench
 
+    cfg = config_from(args, **changes)
+    check_before_work(cfg)
     try:
-        outcome = run_bench(config_from(args, **changes), progress=not args.quiet)
+        outcome = run_bench(cfg, progress=not args.quiet)
     except BenchError as e:
         raise UsageError(str(e)) from None
+    except OpenAIError as e:  # one line naming the server problem, not a traceback (exit 3)
+        raise ServerError(" ".join(str(e).split())[:600]) from None
     print(f"{summary_line(outcome.metrics)}")
     print(f"wrote {os.path.join(outcome.out_dir, 'results.jsonl')}, metrics.json, report.md "
           f"({outcome.new_kernels} kernels evaluated now)")

@@ -3,7 +3,9 @@
     kernel-agent eval --task L1/01_relu --candidate my_relu.py --device cpu --json
     kernel-agent eval --task path/to/problem.py --candidate sol.py --compile-only   # CUDA sources, nvcc, no GPU
 
-Exit 0 whenever an evaluation was carried out, whatever its verdict; 2 for bad arguments or an unreadable task.
+Exit 0 whenever the candidate was judged, whatever the verdict; 2 for bad arguments or an unreadable task;
+4 when the harness failed (`harness_error`, after one retry: not a verdict on the candidate).
+`--json` prints one `EvalResult` object in every mode, `--compile-only` included.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ def resolve_task(spec: str):
     """A path to a problem file, else a task id through the catalog."""
     from kernelbench.task import Task
 
+    if not os.path.exists(spec) and (spec.endswith(".py") or spec.startswith(("/", "./", "../", "~"))):
+        raise UsageError(f"--task {spec}: file not found")
     if os.path.isfile(spec):
         try:
             with open(spec) as f:
@@ -74,6 +78,21 @@ def _summary(task_id: str, r) -> str:
     return "\n".join(lines)
 
 
+def compile_only_result(check, src: str):
+    """The nvcc check as an `EvalResult`, the shape every other evaluation prints: `compiled` and the status
+    (`correct` is never claimed: nothing ran), the static checks' flags, the compile time, the log."""
+    from kernelbench import sandbox, static_checks
+    from kernelbench.feedback import render
+    from kernelbench.result import COMPILE_ERROR, COMPILED, REJECTED, Conditions, EvalResult
+
+    reasons = {v.flag: v.reason for v in static_checks.check_source(src, "cuda")}
+    status = COMPILE_ERROR if not check.ok else (REJECTED if reasons else COMPILED)
+    detail = (f"nvcc compile check: {'ok' if check.ok else 'failed'} ({check.sources} source(s))\n{check.log}").strip()
+    return EvalResult(status=status, compiled=check.ok, flags=tuple(reasons), compile_s=check.wall_s,
+                      feedback=render(status, detail=detail, flags=tuple(reasons), reasons=reasons),
+                      conditions=Conditions(device="cuda", sandbox=sandbox.sandbox_kind()))
+
+
 def _compile_only(args, src: str) -> int:
     from kernelbench.builds import nvcc_compile_check
 
@@ -82,7 +101,7 @@ def _compile_only(args, src: str) -> int:
     except FileNotFoundError as e:  # no compiler is not a verdict on the candidate
         raise UsageError(f"--compile-only needs {e}") from None
     if args.json:
-        print(json.dumps(check.to_dict(), sort_keys=True))
+        print(compile_only_result(check, src).to_json())
     else:
         print(f"nvcc compile check: {'ok' if check.ok else 'FAILED'} ({check.sources} source(s), {check.wall_s:.1f} s)")
         if check.log:
@@ -98,6 +117,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot read candidate {args.candidate}: {e}") from None
     if args.trials is not None and args.trials < 1:
         raise UsageError("--trials must be >= 1")
+    from cli import checks
+
+    checks.size_for(args.device, args.size)
     if args.compile_only:
         return _compile_only(args, src)
     task = resolve_task(args.task)
@@ -119,4 +141,10 @@ def run(args: argparse.Namespace) -> int:
     except (HarnessError, TaskFormatError) as e:
         raise UsageError(str(e)) from None
     print(result.to_json() if args.json else _summary(task.id, result))
+    if result.status == "harness_error":
+        import sys
+
+        sys.stderr.write("kernel-agent eval: harness error: the harness failed on this evaluation (retried once); "
+                         "no verdict on the candidate\n")
+        return 4
     return 0

@@ -96,5 +96,7 @@ def _named(e: BaseException, name: str) -> bool:
     return any(c.__name__ == name and c.__module__.split(".")[0] in ("cli", "kernelbench") for c in type(e).__mro__)
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+if __name__ == "__main__":  # `python -m cli.main`: run the importable module, whose UsageError the commands raise
+    from cli.main import main as _main
+
+    raise SystemExit(_main())

@@ -3,7 +3,8 @@
     kernel-agent optimize my_model.py --backend openai --base-url http://localhost:8000/v1 \\
         --model Qwen/Qwen3-8B --device cuda --trajectories 8 --turns 4 --out runs/my_model
 
-Exit codes: 0 a correct kernel was found (OUT/best.py), 1 none was, 2 bad arguments or FILE.
+Exit codes: 0 a correct kernel was found (OUT/best.py), 1 none was, 2 bad arguments or FILE, 3 the model
+server failed, 4 the harness is broken (preflight or repeated harness errors).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--backend openai needs --base-url")
     if args.backend in ("hf", "vllm") and not args.model:
         raise UsageError(f"--backend {args.backend} needs --model (a local checkpoint)")
+    _check_before_work(args)
     config = OptimizeConfig(file=args.file, out=args.out, backend=args.backend, model=args.model,
                             base_url=args.base_url, device=args.device, size=args.size, strategy=args.strategy,
                             trajectories=args.trajectories, turns=args.turns, rounds=args.rounds,
@@ -71,10 +73,39 @@ def run(args: argparse.Namespace) -> int:
     except ProblemFileError as e:
         raise UsageError(str(e)) from None
     except OpenAIError as e:  # the model server failed: not the same as "no correct kernel" (exit 1)
-        sys.stderr.write(f"kernel-agent optimize: model server error: {e}\n")
+        sys.stderr.write(f"kernel-agent optimize: model server error: {' '.join(str(e).split())[:600]}\n")
         return 3
     if outcome.best is None:
         sys.stderr.write(f"kernel-agent optimize: no correct kernel found; see {outcome.out_dir}/report.md\n")
         return 1
     print(f"best: {outcome.best.speedup:.3f}x -> {outcome.out_dir}/best.py (report: {outcome.out_dir}/report.md)")
     return 0
+
+
+def _check_before_work(args: argparse.Namespace) -> None:
+    """FILE, --out, the device, the server URL and the harness, before any model call (cli.checks)."""
+    import json
+    import os
+
+    from cli import checks
+    from cli.main import UsageError
+    from kernelbench.config import EvalConfig
+
+    checks.text_file(args.file, "FILE")
+    checks.out_folder(args.out)
+    checks.device(args.device)
+    checks.size_for(args.device, args.size or None)
+    checks.base_url(args.base_url)
+    old = os.path.join(args.out, "config.json")
+    if os.path.isfile(old):  # a rerun resumes from --out's log: only with the same model and backend
+        try:
+            with open(old, encoding="utf-8") as f:
+                prev = json.load(f)
+        except (OSError, ValueError):
+            prev = {}
+        changed = [k for k in ("backend", "model", "device") if k in prev and prev[k] != getattr(args, k)]
+        if changed:
+            raise UsageError(f"{args.out} holds a run with another {', '.join(changed)} "
+                             f"({', '.join(f'{k}={prev[k]!r}' for k in changed)}): choose another --out")
+    checks.run_preflight(EvalConfig(device=args.device, size=args.size or args.device.replace("cuda", "gpu")),
+                         executor=args.executor, ray_address=args.ray_address, say=print)

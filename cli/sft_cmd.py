@@ -26,8 +26,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from cli import checks
     from train.config import SFTConfig, from_dict, load_config
     from train.sft import main
+
+    if args.config:
+        checks.input_file(args.config, "--config")
+    if args.data and args.data != "solutions":
+        checks.input_file(args.data, "--data")
+    checks.positive(args.max_steps, "--steps")
+    checks.out_folder(args.out)
+    if args.tasks:
+        from kernelbench.catalog import OriginError, find_task
+
+        for task_id in (t.strip() for t in args.tasks.split(",") if t.strip()):
+            try:
+                find_task(task_id)
+            except (OriginError, ValueError, KeyError, LookupError) as e:
+                raise UsageError(f"--tasks: unknown task {task_id!r} ({' '.join(str(e).split())[:200]})") from None
 
     overrides = {k: getattr(args, k) for k in ("model", "data", "min_speedup", "max_steps", "learning_rate", "out")}
     if args.tasks:
@@ -39,5 +55,9 @@ def run(args: argparse.Namespace) -> int:
             config = from_dict(SFTConfig, {k: v for k, v in overrides.items() if v is not None})
     except (ValueError, FileNotFoundError) as e:
         raise UsageError(str(e)) from e
+    except Exception as e:
+        if type(e).__module__.split(".")[0] == "yaml":
+            raise UsageError(f"{args.config or args.preset}: malformed YAML: {' '.join(str(e).split())}") from None
+        raise
     main(config)
     return 0
