@@ -77,6 +77,11 @@ SAFE_BUILD_FLAG = re.compile(
     r"|--expt-extended-lambda|-lineinfo|-Xptxas=?[-\w,=]*|-maxrregcount=?\d*|\d+|-lcublas(Lt)?|-D\w+")
 
 # (flag, pattern, what it is, devices). Read against C/C++ text with comments removed.
+BINDING_HELPERS = (r"(?:arg(?:_v)?|call_guard|gil_scoped_release|return_value_policy|kw_only|pos_only)\b"
+                   r"|module_?\b(?!\s*::)")
+"""pybind11 names that only describe a binding (`python_objects` lets them pass after `py::`/`pybind11::`):
+argument names and defaults, releasing the GIL around the call, return-value policies, and `module_` as the
+type `m.def` registers on (never `module_::import`, which reaches any Python module)."""
 _CPP_RULES = [
     ("threads_or_processes", r"std::j?thread\b|std::async\b|\bpthread_create\b|\bv?fork\s*\(|\bsystem\s*\("
      r"|\bpopen\s*\(|\bexec(l|lp|le|v|vp|vpe|ve)\s*\(|\bposix_spawn|\bomp_set_num_threads\b|\bnum_threads\s*\("
@@ -95,10 +100,14 @@ _CPP_RULES = [
      "C++ that runs Python or pastes tokens (reaches past the Python checks)", "*"),
     # The Python C API and pybind11's object API reach the interpreter's frames and objects from C++: the
     # timing loop's list of trial times is one `PyFrame_GetBack` away from the kernel call. A kernel needs
-    # neither; load_inline writes the bindings (`functions=`), and `py::arg` names arguments.
+    # neither. Binding it is another matter: load_inline writes the bindings (`functions=`), or the candidate
+    # writes its own `PYBIND11_MODULE` with the helpers that only describe a binding (`BINDING_HELPERS`:
+    # argument names, `call_guard<gil_scoped_release>` around a kernel, return-value policies, the `module_`
+    # that `m.def` registers on); those touch no object, so they pass. A module's `::import` does not.
     ("python_objects", r"\b_?Py[A-Z][A-Za-z]*_[A-Za-z]\w*|\bPy_[A-Z]\w*|\bPy(Object|FrameObject|ThreadState"
-     r"|CodeObject|TypeObject|InterpreterState)\b|\bTHP[A-Z]\w*|\b(py|pybind11)::(?!arg(_v)?\b)\w+"
-     r"|\.\s*attr\s*\(", "C++ that handles Python objects (the interpreter, its frames, the harness's state)", "*"),
+     r"|CodeObject|TypeObject|InterpreterState)\b|\bTHP[A-Z]\w*|\b(py|pybind11)::(?!" + BINDING_HELPERS + r")\w+"
+     r"|\.\s*attr\s*\(|::\s*import\s*\(|\busing\s+namespace\s+(py|pybind11)\b",
+     "C++ that handles Python objects (the interpreter, its frames, the harness's state)", "*"),
     ("dispatch_bypass", r"\bat::native::|\bnamespace\s+native\b|_ZN2at|\bat::(cpu|meta|composite\w*)::"
      r"|\bat::cuda::(?!(current_device|device_count|warp_size|is_available)\b)[a-z][a-z0-9_]*\s*\(|\bredispatch\b"
      r"|\bDispatchKey|\bAutoDispatchBelow\w*|\bc10::impl::|\bDispatcher\b|\bOperatorHandle\b|\bcallBoxed\b"
