@@ -119,7 +119,7 @@ def build_code_hash() -> str:
 def toolchain_fingerprint(device: str) -> str:
     """Everything besides the source that decides what a build produces: for CPU builds, also whether clang
     compiles them (`clang_cxx`), which changes the object code and the OpenMP runtime the library needs."""
-    parts = _gcc_fingerprint(device) + [f"harness={build_code_hash()}"]  # not the PCH's key: pch_command is
+    parts = _gcc_fingerprint(device) + [f"harness={build_code_hash()}"]  # entries only: the PCH is keyed by its command
     if device == "cpu" and clang_cxx():
         parts.append(f"cpu-cxx={_tool_version((clang_cxx(), '--version'))} pch=clang-include-pch")
     return "\n".join(parts)

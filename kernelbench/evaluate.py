@@ -9,7 +9,8 @@ Stages (DESIGN.md, "The harness: rules"):
    parent compares, judges the dynamic checks, re-verifies suspicious speedups, and reads telemetry.
    On CPU the two children live side by side and are timed in alternating blocks (`kernelbench.paired`).
 `kernelbench.evaluator.Evaluator` runs stage 2 in a pool ahead of stage 3. Every fault of the candidate
-becomes a status; only harness faults (a broken task, a required sandbox missing) raise.
+becomes a status; a fault of the harness (a child that never reached the candidate's code, a broken task's
+reference, a required sandbox missing, the harness's own code raising) becomes `harness_error`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,6 @@ harness on small C++ ReLU candidates written here (a compile error, a slow one, 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import threading
 import time
@@ -23,7 +22,7 @@ from kernelbench.result import EvalResult
 from kernelbench.task import Task
 from tests.chat_server import ChatServer
 
-HAS_EVALUATOR = importlib.util.find_spec("kernelbench.evaluator") is not None
+from kernelbench.evaluator import Evaluator  # noqa: E402,F401  (our own module: imported, never probed)
 RELU_TASK_SRC = '''\
 """ReLU on a small matrix (test task)."""
 import torch
@@ -175,7 +174,6 @@ def test_scripted_episode_with_in_test_evaluator(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAS_EVALUATOR, reason="kernelbench.evaluator is not available")
 def test_scripted_episode_with_real_harness(tmp_path, build_cache_dir):
     from kernelbench.config import EvalConfig
     from kernelbench.evaluator import Evaluator
@@ -236,7 +234,7 @@ def test_rerun_resumes_and_skips_finished_trajectories(tmp_path):
 def test_evaluator_failure_is_recorded_not_raised(tmp_path):
     evaluator = ScriptedEvaluator(raise_on="FAST")
     [traj] = parallel(runner_for(CountingPolicy(), evaluator, tmp_path, turns=1), [RELU_TASK], 1)
-    assert traj.turns[0].result.status == "runtime_error" and "harness_error" in traj.turns[0].result.flags
+    assert traj.turns[0].result.status == "harness_error" and traj.turns[0].result.flags == ()
 
 
 def test_beam_keeps_the_best_and_replicates_them(tmp_path):

@@ -214,5 +214,11 @@ def run_pipeline(preset: str, out: str, steps: int | None = None, say=print) -> 
     from train.report import write_pipeline_report
 
     write_pipeline_report(out, summary)
+    failed = {k: v.get("status") for k, v in built.items() if isinstance(v, dict) and v.get("status") != "correct"}
+    if failed or "error" in built:  # the judge failed known answers: nothing this run measured can be trusted
+        from kernelbench.evaluator import HarnessBroken
+
+        raise HarnessBroken(f"pipeline NOT done: reference answers were not judged correct "
+                            f"({failed or built.get('error')}); see {out}/report.md")
     say(f"pipeline done in {walls['total_s']:.0f} s -> {out}/report.md")
     return summary
