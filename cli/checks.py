@@ -81,7 +81,7 @@ def model_server(url: str, model: str, timeout_s: float = 10.0) -> None:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             body = resp.read(1 << 20)
     except urllib.error.HTTPError as e:
-        if e.code in (404, 405):  # a server without the listing: the first request will tell
+        if e.code in (400, 404, 405, 501):  # a server without the listing: the first request will tell
             return
         raise ServerError(f"{url}/models answered HTTP {e.code}") from None
     except (urllib.error.URLError, OSError, ValueError) as e:

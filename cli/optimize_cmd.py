@@ -30,7 +30,8 @@ def add_parser(sub) -> None:
     p.add_argument("--strategy", choices=STRATEGIES, default="parallel")
     p.add_argument("--rounds", type=int, default=2, help="beam search rounds")
     p.add_argument("--beam-keep", type=int, default=1, help="beam search: trajectories kept after each round")
-    p.add_argument("--device", choices=("cpu", "cuda"), default="cuda")
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                   help="where the kernels run (default: cuda when torch sees a GPU, else cpu)")
     p.add_argument("--size", choices=("cpu", "gpu"), default="", help="input size (default: matches --device)")
     p.add_argument("--op-policy", choices=("strict", "partial"), default="",
                    help="PyTorch ops allowed beside kernels? (default: the file's OP_POLICY, else strict)")
@@ -91,8 +92,18 @@ def _check_before_work(args: argparse.Namespace) -> None:
     from cli.main import UsageError
     from kernelbench.config import EvalConfig
 
+    from agent.optimize import ProblemFileError, read_user_task
+
     checks.text_file(args.file, "FILE")
+    try:
+        read_user_task(args.file, args.op_policy)
+    except ProblemFileError as e:
+        raise UsageError(str(e)) from None
     checks.out_folder(args.out)
+    if args.device is None:
+        import torch
+
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
     checks.device(args.device)
     checks.size_for(args.device, args.size or None)
     checks.base_url(args.base_url)
