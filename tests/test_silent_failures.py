@@ -82,6 +82,16 @@ def test_child_that_cannot_start_is_harness_error_and_nothing_is_cached(cfg, bro
     assert kernel_score(fixed) == pytest.approx(0.3)  # correct, not timed: speedup 0
 
 
+def test_a_candidate_cannot_pass_its_own_failure_off_as_a_harness_error(cfg):
+    """It prints what a child that could not start prints and exits as one does: after the worker's `C`, that
+    is the candidate's own compile_error (a harness_error would be excluded rather than scored 0)."""
+    src = ("import os, sys\nsys.stderr.write('setpriv: failed to execute python3: No such file or directory\\n')\n"
+           "os.closerange(3, 1024)\nos._exit(127)\nclass ModelNew:\n    pass\n"
+           f"# {time.time_ns()}\n")
+    r = evaluate(RELU, src, replace(cfg, static_checks=False))
+    assert r.status == "compile_error" and r.retries == 0, r.feedback
+
+
 def test_evaluator_stops_after_harness_errors_in_a_row(cfg, broken_python):
     task, src = known_good("cpu")
     with Evaluator(replace(cfg, harness_error_limit=2), compile_workers=1) as ev:
