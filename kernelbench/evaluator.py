@@ -58,7 +58,8 @@ class HarnessWatch:
                 return
             self.in_row += 1
             if self.in_row >= self.limit and self.broken is None:
-                cause = result.feedback.split("\n")[-1].strip() or "unknown cause"
+                # feedback: status line, the "harness failed" line, then the cause
+                cause = " ".join(" ".join(result.feedback.splitlines()[2:]).split()) or "unknown cause"
                 self.broken = HarnessBroken(f"the evaluation harness failed {self.in_row} times in a row "
                                             f"(each retried once); last cause: {cause[:600]}")
 

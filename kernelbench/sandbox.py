@@ -6,8 +6,11 @@ practice). Every candidate runs in its own child; nothing the candidate does rai
 comes back as a `ChildOutcome`.
 
 What the bubblewrap sandbox covers:
-- read-only root filesystem, private `/tmp` and `/dev/shm`, `$HOME` hidden (a tmpfs, with only the Python prefix, site
-  packages and the project re-bound read-only), one writable scratch folder, fresh `/dev` and `/proc`;
+- read-only root filesystem, private `/tmp` and `/dev/shm`, `$HOME` hidden (tmpfs over both `$HOME` and `/tmp`,
+  with only what the child needs re-bound read-only wherever it lives: the interpreter, its site-packages, the
+  project and the sys.path entries; `child_readonly_paths`), one writable scratch folder, fresh `/dev` and `/proc`;
+- a progress pipe (`PROGRESS_FD_ENV`) on which the worker says it started and when untrusted code begins, so
+  a child that never started is told apart from a candidate's fault (`ChildOutcome.progress`);
 - no network (own net namespace), own pid/ipc/uts namespaces, a new session (no terminal injection);
 - when the harness runs as root: an unprivileged uid per worker slot with all capabilities dropped, so
   `RLIMIT_NPROC` applies (it never does to uid 0) and a fork bomb stops; a slot's processes are all killed
