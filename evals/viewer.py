@@ -240,10 +240,18 @@ def embed_json(data: Any) -> str:
 
 
 def render_page(data: dict[str, Any]) -> str:
+    """The page: the run's summary as one JSON block parsed at load, and each task's trajectories in a JSON
+    block of their own, parsed only when that task is opened (the browser's HTML parser skips over them
+    quickly; parsing a large run's kernels at load is what would make it slow)."""
     with open(TEMPLATE, encoding="utf-8") as f:
         template = f.read()
     title = (data.get("title") or "run").replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return template.replace("__TITLE__", title.replace("://", "&#58;//")).replace("__DATA__", embed_json(data))
+    summary = dict(data, tasks=[{k: v for k, v in t.items() if k != "trajs"} | {"n": len(t["trajs"])}
+                                for t in data["tasks"]])
+    blocks = "".join(f'<script type="application/json" class="task-data">{embed_json(t["trajs"])}</script>\n'
+                     for t in data["tasks"])
+    return (template.replace("__TITLE__", title.replace("://", "&#58;//"))
+            .replace("__DATA__", embed_json(summary)).replace("<!--TASK-DATA-->", blocks))
 
 
 def write_view(run_dir: str, out: str = "") -> str:

@@ -65,12 +65,15 @@ def chromium() -> str:
     raise SystemExit("no chromium on PATH (scripts/install.sh installs Debian's)")
 
 
-def load(browser: str, url: str) -> tuple[float, str]:
+def load(browser: str, url: str, screenshot: str = "") -> tuple[float, str]:
+    """(browser wall seconds, the DOM after the page's script ran); with `screenshot`, a PNG instead of the
+    DOM (--dump-dom serialises the whole document, embedded data included: slow for a large page)."""
     with tempfile.TemporaryDirectory() as profile:
+        mode = [f"--screenshot={screenshot}", "--window-size=1400,900"] if screenshot else ["--dump-dom"]
         t0 = time.perf_counter()
         dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                               "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                              f"--user-data-dir={profile}", "--dump-dom", url],
+                              f"--user-data-dir={profile}", *mode, url],
                              capture_output=True, text=True, timeout=300).stdout
         return time.perf_counter() - t0, dom
 
@@ -93,6 +96,7 @@ def main() -> int:
     with open(empty, "w") as f:
         f.write("<!DOCTYPE html><html><body>empty</body></html>")
     base_s, _ = load(browser, "file" + "://" + empty)
+    shot_base_s, _ = load(browser, "file" + "://" + empty, os.path.join(args.out, "empty.png"))
     print(f"{args.tasks} tasks x {args.trajectories} trajectories x {args.turns} turns = "
           f"{args.tasks * args.trajectories * args.turns} kernels; page {os.path.getsize(page) / 1e6:.1f} MB, "
           f"built in {build_s:.2f} s")
@@ -102,8 +106,16 @@ def main() -> int:
         at = dom.find(marker)
         render = dom[at + len(marker):dom.find('"', at + len(marker))] if at >= 0 else "?"
         rows = dom.count('class="task"')
-        print(f"load {i + 1}: page ready {render} ms after navigation start; browser wall {wall_s:.2f} s "
-              f"(empty page {base_s:.2f} s); {rows} task rows drawn")
+        shot_s, _ = load(browser, "file" + "://" + page, os.path.join(args.out, "perf.png"))
+        print(f"load {i + 1}: page ready {render} ms after navigation start; {rows} task rows drawn; "
+              f"screenshot wall {shot_s:.2f} s (empty page {shot_base_s:.2f} s); "
+              f"dump-dom wall {wall_s:.2f} s (empty page {base_s:.2f} s)")
+    # Opening one task with every trajectory unfolded (16 x 8 turns, diffs computed): #task= does it on load.
+    wall_s, dom = load(browser, "file" + "://" + page + "#task=kb:L1/0_task")
+    at = dom.find('data-render-ms="')
+    ready = dom[at + 16:dom.find('"', at + 16)]
+    turns, diffs = dom.count('class="turn"') + dom.count('class="turn inh"'), dom.count('data-role="diff"')
+    print(f"one task opened with all its trajectories: page ready {ready} ms, {turns} turns and {diffs} diffs drawn")
     return 0
 
 
