@@ -223,3 +223,28 @@ def test_choosing_no_tracker_imports_none(tmp_path):
                               str(tmp_path / name)], cwd=REPO, capture_output=True, text=True, timeout=120)
         assert err.returncode == 2 and f"the {name} package is not installed" in err.stderr
         assert not (tmp_path / name / "results.jsonl").exists()
+
+
+def test_optimize_report_says_what_the_session_cost_and_its_page_opens(tmp_path):
+    from agent.openai_backend import OpenAIPolicy
+    from agent.optimize import OptimizeConfig, optimize
+    from tests.test_episode import RELU_TASK_SRC, SCRIPT, ScriptedEvaluator
+
+    src = tmp_path / "my_relu.py"
+    src.write_text(RELU_TASK_SRC)
+    out = tmp_path / "out"
+    with ChatServer(SCRIPT) as srv:
+        outcome = optimize(OptimizeConfig(file=str(src), out=str(out), device="cpu", trajectories=1, turns=4,
+                                          hardware="test cpu", price_in=PRICE_IN, price_out=PRICE_OUT),
+                           policy=OpenAIPolicy(srv.base_url, "m", api_key=""), evaluator=ScriptedEvaluator())
+    usage = [usage_of(body, SCRIPT[i]) for i, body in enumerate(srv.requests)]
+    prompt, completion = sum(u["prompt_tokens"] for u in usage), sum(u["completion_tokens"] for u in usage)
+    turns = outcome.trajectories[0].turns
+    assert [t.prompt_tokens for t in turns] == [u["prompt_tokens"] for u in usage]
+    assert turns[1].reasoning_tokens == usage[1]["completion_tokens_details"]["reasoning_tokens"] > 0
+    report = (out / "report.md").read_text()
+    cost = (prompt * PRICE_IN + completion * PRICE_OUT) / 1e6
+    assert f"{prompt:,} prompt, {completion:,} completion" in report and f"session cost ${cost:.4f}" in report
+    run = load_run(str(out))
+    assert run["kind"] == "optimize" and [t["s"] for t in run["tasks"][0]["trajs"][0]["turns"]] == [
+        "format_error", "compile_error", "correct", "correct"]
