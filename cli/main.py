@@ -83,4 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    # `python -m cli.main`: the subcommands import `cli.main`; let them find this module rather than load a
+    # second copy whose UsageError this main() would not catch.
+    sys.modules.setdefault("cli.main", sys.modules[__name__])
     raise SystemExit(main())

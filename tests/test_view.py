@@ -223,6 +223,11 @@ def test_choosing_no_tracker_imports_none(tmp_path):
                               str(tmp_path / name)], cwd=REPO, capture_output=True, text=True, timeout=120)
         assert err.returncode == 2 and f"the {name} package is not installed" in err.stderr
         assert not (tmp_path / name / "results.jsonl").exists()
+        err = subprocess.run([sys.executable, "-m", "cli", "train", "--preset", "cpu-tiny", "--report-to", name,
+                              "--out", str(tmp_path / f"train-{name}")], cwd=REPO, capture_output=True, text=True,
+                             timeout=120)
+        assert err.returncode == 2 and f"the {name} package is not installed" in err.stderr
+        assert not (tmp_path / f"train-{name}").exists()
 
 
 def test_optimize_report_says_what_the_session_cost_and_its_page_opens(tmp_path):
