@@ -109,6 +109,15 @@ def test_view_writes_one_self_contained_page(recorded_run, tmp_path, capsys):
     assert any("https://example.com/abs-notes" in c for c in codes)
 
 
+def test_inline_reasoning_tokens_count_the_think_blocks():
+    from agent.policy import inline_reasoning_tokens
+
+    words = lambda text: len(text.split())  # noqa: E731 - a stand-in tokenizer: one token a word
+    assert inline_reasoning_tokens("<think>one two three</think> answer here", words) == 3
+    assert inline_reasoning_tokens("no reasoning at all", words) == 0
+    assert inline_reasoning_tokens("<think>cut off mid thought", words) == 4   # never closed: all of it
+
+
 def test_embedded_json_cannot_close_its_script_element():
     hostile = {"c": "</script><script>alert(1)</script><!-- & \u2028 http://x"}
     text = embed_json(hostile)
