@@ -1,8 +1,8 @@
 """`kernel-agent view`, and tokens and cost in a bench run.
 
 One small bench run is recorded for the module through the scripted chat-completions server on loopback
-(real compiles, real harness): two CPU tasks, one trajectory of two turns each, giving a rejected kernel
-(its flags), a format error, an incorrect and a correct kernel. Its metrics.json is checked for tokens and
+(real compile, real harness): two CPU tasks, one trajectory of two turns each, giving rejected kernels
+(their flags), a format error and a correct kernel. Its metrics.json is checked for tokens and
 cost; its page is built by the CLI, checked for being self-contained, and rendered in headless Chromium.
 """
 
@@ -43,8 +43,8 @@ def view_script(body: dict) -> dict:
     turn = prompt.count("### Attempt")
     if "VIEW_ABS" in prompt:
         code = answer(REJECTED, "abs with a safety net") if turn == 0 else answer(ABS, "plain abs loop")
-    else:
-        code = NO_CODE if turn == 0 else answer(ABS, "abs loop, wrong op")
+    else:  # statuses the harness gives without running anything: one compile and one run in all
+        code = NO_CODE if turn == 0 else answer(REJECTED, "relu by way of abs, with a safety net")
     return {"content": code, "reasoning_content": f"Turn {turn}: the reference is elementwise, one pass will do."}
 
 
@@ -59,7 +59,7 @@ def recorded_run(tmp_path_factory, build_cache_dir):
     with ChatServer(view_script) as srv:
         code = main(["bench", "--tasks", f"kernelbench:{tmp / 'kb'}:all", "--backend", "openai", "--base-url",
                      srv.base_url, "--model", "scripted", "--trajectories", "1", "--turns", "2", "--device", "cpu",
-                     "--out", str(out), "--build-cache", build_cache_dir, "--timing-trials", "10",
+                     "--out", str(out), "--build-cache", build_cache_dir, "--timing-trials", "5",
                      "--no-compile-baseline", "--quiet", "--price-in", str(PRICE_IN), "--price-out", str(PRICE_OUT)])
     assert code == 0
     return {"out": out, "requests": list(srv.requests)}
@@ -70,7 +70,7 @@ def test_bench_metrics_carry_tokens_and_cost(recorded_run):
     records = [json.loads(ln) for ln in (out / "results.jsonl").read_text().splitlines()]
     statuses = {(r["task"], r["turn"]): r["result"]["status"] for r in records}
     assert statuses == {("kb:L1/3_abs", 0): "rejected", ("kb:L1/3_abs", 1): "correct",
-                        ("kb:L1/1_relu_max", 0): "format_error", ("kb:L1/1_relu_max", 1): "incorrect"}
+                        ("kb:L1/1_relu_max", 0): "format_error", ("kb:L1/1_relu_max", 1): "rejected"}
     # What the server reported for each request, recomputed from the requests it received.
     usage = [usage_of(body, view_script(body)) for body in recorded_run["requests"]]
     prompt = sum(u["prompt_tokens"] for u in usage)
@@ -195,7 +195,7 @@ def test_page_in_headless_chromium(recorded_run):
     assert "1/1" in closed and "0/1" in closed and 'class="turn' not in closed   # trajectories built on demand
     opened = _browser(browser, "--dump-dom", url + "#open=all").stdout
     turns = re.findall(r'<div class="turn" data-status="(\w+)"', opened)
-    assert sorted(turns) == ["correct", "format_error", "incorrect", "rejected"]
+    assert sorted(turns) == ["correct", "format_error", "rejected", "rejected"]
     flags = re.search(r'<div class="flags rejected" data-role="flags">(.*?)</div>', opened, re.DOTALL)
     assert flags and "static:try_except" in flags.group(1)
     diff = re.search(r'<div data-role="diff">(.*?)</div>', opened, re.DOTALL)
