@@ -7,7 +7,8 @@ server's `Retry-After`; any other 4xx stops with an `OpenAIError` that quotes th
 since retrying a bad request cannot help. The API key comes from `OPENAI_API_KEY` when set; local
 servers usually need none, and then no Authorization header is sent at all.
 
-Each completion carries the reply's `usage` block (prompt, completion and reasoning tokens), which
+With `stream=True` answers arrive as server-sent chunks and are put back together. Each completion
+carries the reply's `usage` block (prompt, completion and reasoning tokens), which
 bench and optimize turn into tokens and cost per kernel.
 """
 
@@ -30,7 +31,8 @@ class OpenAIPolicy:
     """Chat-completions client; `generate` returns one `Completion` per conversation, in order."""
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None, timeout_s: float = 600.0,
-                 max_retries: int = 5, concurrency: int = 16, extra_body: dict[str, Any] | None = None):
+                 max_retries: int = 5, concurrency: int = 16, extra_body: dict[str, Any] | None = None,
+                 stream: bool = False):
         import openai
 
         self.base_url = base_url.rstrip("/")
@@ -40,6 +42,9 @@ class OpenAIPolicy:
         self.max_retries = max_retries
         self.concurrency = concurrency
         self.extra_body = dict(extra_body or {})
+        self.stream = stream
+        """Receive each answer as server-sent chunks (long reasoning answers keep the connection busy, so
+        proxies that drop idle connections do not cut them); the result is the same."""
         # Without a key the client would refuse to build requests; a placeholder satisfies it and the
         # header is then omitted per request (a local server must not receive a made-up key).
         self._client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key or "unused",
@@ -65,13 +70,16 @@ class OpenAIPolicy:
                                       seed=sampling.seed + index, n=1)
         if sampling.logprobs:
             kwargs["logprobs"] = True
+        if self.stream:
+            kwargs.update(stream=True, stream_options={"include_usage": True})
         # Settings given in extra_body win over the defaults above (e.g. max_completion_tokens servers).
         for key in list(extra):
             if key in kwargs:
                 kwargs[key] = extra.pop(key)
         try:
-            return self._client.chat.completions.create(**kwargs, extra_body=extra or None,
-                                                        extra_headers=self._headers)
+            reply = self._client.chat.completions.create(**kwargs, extra_body=extra or None,
+                                                         extra_headers=self._headers)
+            return _gather(reply) if self.stream else reply
         except openai.APIStatusError as e:
             last = f"HTTP {e.status_code}: {_error_message(e)}"
             if _retryable(e.status_code):
@@ -83,6 +91,27 @@ class OpenAIPolicy:
                               f"(last: {type(e).__name__}: {cause})") from None
         except openai.APIResponseValidationError as e:
             raise OpenAIError(f"{self.url}: 200 with a body that is not a chat completion: {e}") from None
+
+
+def _gather(chunks: Any) -> Any:
+    """A streamed answer put back together in the shape of a whole reply (content, reasoning, logprobs,
+    finish reason, and the usage block the last chunk carries)."""
+    from types import SimpleNamespace
+
+    content, reasoning, logprobs, finish, usage = [], [], [], "", None
+    for chunk in chunks:
+        usage = getattr(chunk, "usage", None) or usage
+        for choice in getattr(chunk, "choices", None) or []:
+            delta = choice.delta
+            content.append(getattr(delta, "content", None) or "")
+            reasoning.append(_extra(delta, "reasoning_content") or _extra(delta, "reasoning") or "")
+            if choice.logprobs is not None:
+                logprobs.extend(getattr(choice.logprobs, "content", None) or [])
+            finish = choice.finish_reason or finish
+    message = SimpleNamespace(content="".join(content), reasoning_content="".join(reasoning))
+    choice = SimpleNamespace(message=message, finish_reason=finish,
+                             logprobs=SimpleNamespace(content=logprobs) if logprobs else None)
+    return SimpleNamespace(choices=[choice], usage=usage)
 
 
 def _retryable(status: int) -> bool:

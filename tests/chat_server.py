@@ -5,7 +5,8 @@ the requests it received. Each script entry is either a string (the answer's con
 `content` and optionally `reasoning_content`, `reasoning`, `logprobs` (list of floats), `usage` (the
 reply's usage block; by default counted as `usage_of` does), `status` (an HTTP error status to answer
 with instead), `error` (its message) and `retry_after_ms` (a `retry-after-ms` header on that error), or
-a callable taking the request body and returning one of those. Entries are served in arrival order; when the script runs
+a callable taking the request body and returning one of those. A request with `stream: true` gets the
+same reply as server-sent chunks (with the usage block last when `stream_options.include_usage`). Entries are served in arrival order; when the script runs
 out, the last entry repeats.
 """
 
@@ -77,7 +78,38 @@ class ChatServer:
                     headers = {"retry-after-ms": str(entry["retry_after_ms"])} if "retry_after_ms" in entry else {}
                     return self._send(entry["status"], {"error": {"message": entry.get("error", "scripted error")}},
                                       headers)
-                self._send(200, _reply(body, entry, len(server.requests)))
+                reply = _reply(body, entry, len(server.requests))
+                if body.get("stream"):
+                    return self._stream(reply, bool((body.get("stream_options") or {}).get("include_usage")))
+                self._send(200, reply)
+
+            def _stream(self, reply: dict, include_usage: bool) -> None:
+                """The reply as server-sent `chat.completion.chunk` events, a few characters each."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                choice, base = reply["choices"][0], {k: reply[k] for k in ("id", "created", "model")}
+                msg, lps = choice["message"], (choice.get("logprobs") or {}).get("content") or []
+                events = []
+                for key in ("reasoning_content", "reasoning", "content"):
+                    text = msg.get(key) or ""
+                    events += [{key: text[i:i + 7]} for i in range(0, len(text), 7)]
+                for i, delta in enumerate(events or [{"content": ""}]):
+                    c = {"index": 0, "delta": delta, "finish_reason": None}
+                    if i == 0 and lps:
+                        c["logprobs"] = {"content": lps}
+                    self._event({**base, "object": "chat.completion.chunk", "choices": [c]})
+                self._event({**base, "object": "chat.completion.chunk",
+                             "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]})
+                if include_usage:
+                    self._event({**base, "object": "chat.completion.chunk", "choices": [], "usage": reply["usage"]})
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+
+            def _event(self, payload: dict) -> None:
+                self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+                self.wfile.flush()
 
             def _send(self, status: int, payload: dict, headers: dict | None = None) -> None:
                 data = json.dumps(payload).encode()

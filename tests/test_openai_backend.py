@@ -112,3 +112,21 @@ def test_unreachable_server_is_an_error_not_a_hang():
     policy = OpenAIPolicy("http://127.0.0.1:9/v1", "m", api_key="", max_retries=1, timeout_s=5)
     with pytest.raises(OpenAIError, match="ConnectionError"):
         policy.generate([CONV], SamplingConfig())
+
+
+def test_streamed_answers_come_back_whole_with_usage():
+    def script(body):
+        n = body["messages"][-1]["content"]
+        return {"content": f"streamed reply to {n}, long enough to span chunks", "reasoning_content": f"think {n}",
+                "logprobs": [-0.25, -0.5]}
+
+    convs = [[{"role": "user", "content": str(i)}] for i in range(3)]
+    with ChatServer(script) as srv:
+        streamed = OpenAIPolicy(srv.base_url, "m", api_key="", stream=True).generate(convs, SamplingConfig())
+        whole = OpenAIPolicy(srv.base_url, "m", api_key="").generate(convs, SamplingConfig())
+    assert all(r["stream"] and r["stream_options"] == {"include_usage": True} for r in srv.requests[:3])
+    for s, w in zip(streamed, whole):
+        assert (s.text, s.reasoning, s.logprobs, s.finish_reason) == (w.text, w.reasoning, w.logprobs, w.finish_reason)
+        assert (s.prompt_tokens, s.completion_tokens, s.reasoning_tokens) == (
+            w.prompt_tokens, w.completion_tokens, w.reasoning_tokens) != (0, 0, 0)
+    assert streamed[2].text.startswith("streamed reply to 2") and streamed[2].reasoning == "think 2"
