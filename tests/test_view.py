@@ -9,7 +9,6 @@ cost; its page is built by the CLI, checked for being self-contained, and render
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
