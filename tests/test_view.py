@@ -9,6 +9,7 @@ cost; its page is built by the CLI, checked for being self-contained, and render
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -261,3 +262,43 @@ def test_optimize_report_says_what_the_session_cost_and_its_page_opens(tmp_path)
     run = load_run(str(out))
     assert run["kind"] == "optimize" and [t["s"] for t in run["tasks"][0]["trajs"][0]["turns"]] == [
         "format_error", "compile_error", "correct", "correct"]
+
+
+def test_report_to_sends_the_curve_and_the_headline(tmp_path):
+    """The tracker packages are not installed here (and their servers unreachable): stand-in modules with
+    the same calls record what `report_metrics` sends."""
+    from evals.metrics import compute_metrics
+
+    fake = tmp_path / "fake"
+    fake.mkdir()
+    recorder = ('import json, os\nCALLS = []\n'
+                'def _rec(*a, **k):\n    CALLS.append([a, k])\n'
+                '    json.dump(CALLS, open(os.environ["TRACKER_LOG"], "w"), default=str)\n')
+    (fake / "wandb.py").write_text(recorder + (
+        "class _Run:\n    def __init__(self):\n        self.summary = self\n"
+        "    def log(self, d, step=None): _rec('log', d, step=step)\n"
+        "    def update(self, d): _rec('summary', d)\n"
+        "    def finish(self): _rec('finish')\n"
+        "def init(**k):\n    _rec('init', **k)\n    return _Run()\n"))
+    (fake / "trackio.py").write_text(recorder + (
+        "def init(**k): _rec('init', **k)\ndef log(d, step=None): _rec('log', d, step=step)\n"
+        "def finish(): _rec('finish')\n"))
+    records = [{"task": "A", "level": 1, "trajectory": "0", "turn": t, "prompt_tokens": 10, "completion_tokens": 5,
+                "result": {"status": "correct" if t else "incorrect", "speedup": 1.5}} for t in range(2)]
+    metrics_path = tmp_path / "metrics.json"
+    metrics_path.write_text(json.dumps(compute_metrics(records, 2)))
+    for name in ("wandb", "trackio"):
+        log = tmp_path / f"{name}.json"
+        code = ("import json, sys; from evals.tracking import report_metrics; "
+                f"report_metrics({name!r}, json.load(open({str(metrics_path)!r})), {{'model': 'm'}}, {str(tmp_path)!r})")
+        env = dict(os.environ, PYTHONPATH=f"{fake}{os.pathsep}{REPO}", TRACKER_LOG=str(log))
+        out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        calls = json.loads(log.read_text())
+        assert calls[0][0][0] == "init" and calls[0][1]["project"] == "kernel-agent"
+        logs = [c for c in calls if c[0][0] == "log"]
+        assert [c[1]["step"] for c in logs] == [1, 2, 2]                    # one step per turn, then the headline
+        assert logs[1][0][1]["bench/per_turn/correct_best@k"] == 1.0
+        final = logs[2][0][1]
+        assert final["bench/overall/correct_best@k"] == 1.0 and final["bench/tokens/tokens_per_correct_kernel"] == 30.0
+        assert calls[-1][0][0] == "finish"
