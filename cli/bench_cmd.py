@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
 from cli.main import UsageError, add_executor_options
 
@@ -106,10 +107,15 @@ def _run(args: argparse.Namespace, **changes) -> int:
     from evals.report import summary_line
     from evals.runner import BenchError, run_bench
 
+    from agent.openai_backend import OpenAIError
+
     try:
         outcome = run_bench(config_from(args, **changes), progress=not args.quiet)
     except BenchError as e:
         raise UsageError(str(e)) from None
+    except OpenAIError as e:  # the model server failed; kernels judged so far stay in results.jsonl (--resume)
+        sys.stderr.write(f"kernel-agent bench: model server error: {e}\n")
+        return 3
     print(f"{summary_line(outcome.metrics)}")
     print(f"wrote {os.path.join(outcome.out_dir, 'results.jsonl')}, metrics.json, report.md "
           f"({outcome.new_kernels} kernels evaluated now)")
