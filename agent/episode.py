@@ -54,6 +54,12 @@ class Turn:
     finish_reason: str = ""
     generate_s: float = 0.0
     """Wall time of the batched policy call that produced this answer."""
+    prompt_tokens: int = 0
+    """Prompt tokens of this turn's policy call (0 when the backend could not count them)."""
+    completion_tokens: int = 0
+    """Tokens the policy generated for this answer, reasoning included."""
+    reasoning_tokens: int = 0
+    """Of `completion_tokens`, those spent reasoning."""
 
     def attempt(self) -> Attempt:
         return Attempt(code=self.candidate, summary=self.summary, status=self.result.status,
@@ -64,14 +70,17 @@ class Turn:
                 "reasoning": self.reasoning, "summary": self.summary, "candidate": self.candidate,
                 "result": self.result.to_dict(), "score": self.score, "token_ids": list(self.token_ids),
                 "logprobs": list(self.logprobs), "finish_reason": self.finish_reason,
-                "generate_s": self.generate_s}
+                "generate_s": self.generate_s, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "reasoning_tokens": self.reasoning_tokens}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Turn":
         return cls(index=d["index"], prompt=d["prompt"], response=d["response"], reasoning=d.get("reasoning", ""),
                    summary=d["summary"], candidate=d["candidate"], result=EvalResult.from_dict(d["result"]),
                    score=d["score"], token_ids=tuple(d.get("token_ids", ())), logprobs=tuple(d.get("logprobs", ())),
-                   finish_reason=d.get("finish_reason", ""), generate_s=d.get("generate_s", 0.0))
+                   finish_reason=d.get("finish_reason", ""), generate_s=d.get("generate_s", 0.0),
+                   prompt_tokens=d.get("prompt_tokens", 0), completion_tokens=d.get("completion_tokens", 0),
+                   reasoning_tokens=d.get("reasoning_tokens", 0))
 
 
 @dataclass(frozen=True)
@@ -258,7 +267,9 @@ class EpisodeRunner:
         turn = Turn(index=len(slot.turns), prompt=p["prompt"], response=completion.text,
                     reasoning=completion.reasoning, summary=p["summary"], candidate=p["candidate"], result=result,
                     score=result.score, token_ids=completion.token_ids, logprobs=completion.logprobs,
-                    finish_reason=completion.finish_reason, generate_s=completion.generate_s)
+                    finish_reason=completion.finish_reason, generate_s=completion.generate_s,
+                    prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
+                    reasoning_tokens=completion.reasoning_tokens)
         slot.turns.append(turn)
         slot.pending = {}
         if self.on_turn:

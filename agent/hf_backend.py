@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from agent.policy import Completion, Conversation, SamplingConfig
+from agent.policy import Completion, Conversation, SamplingConfig, inline_reasoning_tokens
 
 
 class HFPolicy:
@@ -82,10 +82,12 @@ class HFPolicy:
             ids = new_ids[row].tolist()
             n, finish = _length_to_eos(ids, self.stop_ids)
             prompt_ids = enc["input_ids"][row][enc["attention_mask"][row].bool()].tolist()
+            text = self.tokenizer.decode(ids[:n], skip_special_tokens=True)
             results.append(Completion(
-                text=self.tokenizer.decode(ids[:n], skip_special_tokens=True),
-                token_ids=tuple(ids[:n]), logprobs=tuple(token_lp[row, :n].tolist()),
-                prompt_token_ids=tuple(prompt_ids), finish_reason=finish, generate_s=elapsed))
+                text=text, token_ids=tuple(ids[:n]), logprobs=tuple(token_lp[row, :n].tolist()),
+                prompt_token_ids=tuple(prompt_ids), finish_reason=finish, generate_s=elapsed,
+                prompt_tokens=len(prompt_ids), completion_tokens=n,
+                reasoning_tokens=inline_reasoning_tokens(text, self.count_tokens)))
         return results
 
 

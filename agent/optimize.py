@@ -78,6 +78,10 @@ class OptimizeConfig:
     """Ray cluster to use with `executor: ray`: empty starts a local Ray, `auto` joins this machine's cluster."""
     max_in_flight: int = 0
     """Most unfinished evaluations at once; submitting more waits (0: no bound)."""
+    price_in: float = 0.0
+    """USD per million prompt tokens, for the session's cost in report.md (0 with price_out 0: tokens only)."""
+    price_out: float = 0.0
+    """USD per million completion tokens (reasoning included)."""
 
 
 @dataclass(frozen=True)
@@ -205,7 +209,8 @@ def optimize(config: OptimizeConfig, *, policy: Policy | None = None, evaluator:
                 "size": size, "hardware": hardware, "op policy": task.op_policy,
                 "search": f"{config.strategy}, {config.trajectories} trajectories x {config.turns} turns"
                           + (f" x {budget.rounds} rounds (keep {budget.keep})" if config.strategy == "beam" else "")}
-    best = write_report(config.out, f"kernel-agent optimize: {task.name}", trajs, settings)
+    best = write_report(config.out, f"kernel-agent optimize: {task.name}", trajs, settings,
+                        prices=(config.price_in, config.price_out))
     best_path = os.path.join(config.out, "best.py")
     if best:
         with open(best_path, "w", encoding="utf-8") as f:

@@ -8,7 +8,7 @@ benchmarks and the `optimize` assistant run unchanged on any of them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 Message = dict[str, str]
 """One chat message: `{"role": "system" | "user" | "assistant", "content": "..."}`."""
@@ -56,11 +56,19 @@ class Completion:
     """`stop` (end of turn) or `length` (hit max_tokens), as the backend reports it."""
     generate_s: float = 0.0
     """Wall time of the call that produced this completion (a batched call: the whole batch)."""
+    prompt_tokens: int = 0
+    """Tokens of the prompt as the backend counted them (the server's `usage` for openai); 0 when unknown."""
+    completion_tokens: int = 0
+    """Tokens generated, reasoning included (what an API bills as output); 0 when unknown."""
+    reasoning_tokens: int = 0
+    """Of `completion_tokens`, those spent on reasoning (a separate field or inline `<think>` blocks)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"text": self.text, "reasoning": self.reasoning, "token_ids": list(self.token_ids),
                 "logprobs": list(self.logprobs), "prompt_token_ids": list(self.prompt_token_ids),
-                "finish_reason": self.finish_reason, "generate_s": self.generate_s}
+                "finish_reason": self.finish_reason, "generate_s": self.generate_s,
+                "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+                "reasoning_tokens": self.reasoning_tokens}
 
 
 @runtime_checkable
@@ -73,6 +81,15 @@ class Policy(Protocol):
 def count_tokens_approx(text: str) -> int:
     """Token estimate for backends without a local tokenizer: about 4 characters per token for code and English."""
     return (len(text) + 3) // 4
+
+
+def inline_reasoning_tokens(text: str, count_tokens: Callable[[str], int]) -> int:
+    """Tokens of the inline `<think>` blocks of an answer: its count less that of the answer without them."""
+    if "think" not in text.lower():
+        return 0
+    from agent.parsing import strip_reasoning
+
+    return max(0, count_tokens(text) - count_tokens(strip_reasoning(text)))
 
 
 def make_policy(backend: str, model: str, *, base_url: str = "", device: str = "cpu",

@@ -82,12 +82,44 @@ def _cell(text: str, limit: int = 90) -> str:
     return line.replace("|", "\\|") or "-"
 
 
-def render_markdown(title: str, trajs: Sequence[Trajectory], best: Best | None, settings: dict[str, str]) -> str:
+@dataclass(frozen=True)
+class SessionCost:
+    """Tokens the model spent on this run's kernels and, with prices, what they cost."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    reasoning_tokens: int
+    cost_usd: float | None
+    """None when no price was given."""
+
+    def line(self) -> str:
+        if not (self.prompt_tokens or self.completion_tokens):
+            return "- tokens: not reported by the backend"
+        text = (f"- tokens: {self.prompt_tokens:,} prompt, {self.completion_tokens:,} completion "
+                f"({self.reasoning_tokens:,} of them reasoning)")
+        if self.cost_usd is not None:
+            text += f"; session cost ${self.cost_usd:.4f}"
+        return text
+
+
+def session_cost(trajs: Sequence[Trajectory], price_in: float = 0.0, price_out: float = 0.0) -> SessionCost:
+    """Sum over the kernels sampled in this run (a beam child's inherited turns are not paid twice);
+    prices are USD per million prompt / completion tokens."""
+    kernels = [turn for _, turn in new_kernels(trajs)]
+    prompt = sum(t.prompt_tokens for t in kernels)
+    completion = sum(t.completion_tokens for t in kernels)
+    cost = (prompt * price_in + completion * price_out) / 1e6 if (price_in or price_out) else None
+    return SessionCost(prompt, completion, sum(t.reasoning_tokens for t in kernels), cost)
+
+
+def render_markdown(title: str, trajs: Sequence[Trajectory], best: Best | None, settings: dict[str, str],
+                    cost: SessionCost | None = None) -> str:
     kernels = new_kernels(trajs)
     counts = Counter(turn.result.status for _, turn in kernels)
     lines = [f"# {title}", ""]
     lines += [f"- {k}: {v}" for k, v in settings.items()]
-    lines += [f"- kernels tried: {len(kernels)} ({', '.join(f'{s} {n}' for s, n in counts.most_common())})", ""]
+    lines += [f"- kernels tried: {len(kernels)} ({', '.join(f'{s} {n}' for s, n in counts.most_common())})"]
+    lines += [(cost or session_cost(trajs)).line(), ""]
     if best:
         r = best.turn.result
         lines += [f"**Best: {r.speedup:.3f}x** over the PyTorch reference ({r.runtime_ms:.4f} ms against "
@@ -107,11 +139,13 @@ def render_markdown(title: str, trajs: Sequence[Trajectory], best: Best | None, 
     return "\n".join(lines) + "\n"
 
 
-def write_report(out_dir: str, title: str, trajs: Sequence[Trajectory], settings: dict[str, str]) -> Best | None:
-    """Write report.md and the chart into `out_dir`; return the best kernel (or None)."""
+def write_report(out_dir: str, title: str, trajs: Sequence[Trajectory], settings: dict[str, str],
+                 prices: tuple[float, float] = (0.0, 0.0)) -> Best | None:
+    """Write report.md and the chart into `out_dir`; return the best kernel (or None). `prices`: USD per
+    million prompt and completion tokens, for the session's cost."""
     os.makedirs(out_dir, exist_ok=True)
     best = find_best(trajs)
     write_chart(os.path.join(out_dir, CHART_NAME), best_speedup_by_turn(trajs) or [0.0], title)
     with open(os.path.join(out_dir, "report.md"), "w", encoding="utf-8") as f:
-        f.write(render_markdown(title, trajs, best, settings))
+        f.write(render_markdown(title, trajs, best, settings, session_cost(trajs, *prices)))
     return best

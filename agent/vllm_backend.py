@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from agent.policy import Completion, Conversation, SamplingConfig
+from agent.policy import Completion, Conversation, SamplingConfig, inline_reasoning_tokens
 
 
 class VLLMPolicy:
@@ -45,7 +45,9 @@ class VLLMPolicy:
             for i, sample in zip(idx, request.outputs):
                 ids = tuple(sample.token_ids)
                 lps = tuple(step[t].logprob for t, step in zip(ids, sample.logprobs or [])) if sample.logprobs else ()
-                results[i] = Completion(text=sample.text, token_ids=ids, logprobs=lps,
-                                        prompt_token_ids=tuple(request.prompt_token_ids or ()),
-                                        finish_reason=str(sample.finish_reason or ""), generate_s=elapsed)
+                prompt_ids = tuple(request.prompt_token_ids or ())
+                results[i] = Completion(text=sample.text, token_ids=ids, logprobs=lps, prompt_token_ids=prompt_ids,
+                                        finish_reason=str(sample.finish_reason or ""), generate_s=elapsed,
+                                        prompt_tokens=len(prompt_ids), completion_tokens=len(ids),
+                                        reasoning_tokens=inline_reasoning_tokens(sample.text, self.count_tokens))
         return [r for r in results if r is not None]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
 from cli.main import UsageError, add_executor_options
 
@@ -52,6 +53,16 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--refresh-baselines", action="store_true", help="measure the baselines again")
     p.add_argument("--baseline-cache", default="", help="baseline cache file (default ~/.cache/kernel-agent/baselines.json)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_cost_options(p)
+    p.add_argument("--report-to", default="", choices=("", "wandb", "trackio"),
+                   help="also send the metrics to this tracker (optional extra: pip install -e '.[wandb]')")
+
+
+def add_cost_options(p: argparse.ArgumentParser) -> None:
+    """`--price-in` / `--price-out` (bench, optimize): what the model's tokens cost."""
+    p.add_argument("--price-in", type=float, default=0.0, help="USD per million prompt tokens (API models)")
+    p.add_argument("--price-out", type=float, default=0.0,
+                   help="USD per million completion tokens, reasoning included (API models)")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -81,7 +92,10 @@ def config_from(args: argparse.Namespace, **changes):
                       compile_workers=args.compile_workers, run_workers=args.run_workers,
                       build_cache_dir=args.build_cache, executor=args.executor, ray_address=args.ray_address,
                       max_in_flight=args.max_in_flight, compile_baseline=not args.no_compile_baseline,
-                      refresh_baselines=args.refresh_baselines, baseline_cache=args.baseline_cache)
+                      refresh_baselines=args.refresh_baselines, baseline_cache=args.baseline_cache,
+                      price_in=args.price_in, price_out=args.price_out, report_to=args.report_to)
+    if cfg.price_in < 0 or cfg.price_out < 0:
+        raise UsageError("--price-in and --price-out must be at least 0")
     if cfg.trajectories < 1 or cfg.turns < 1:
         raise UsageError("--trajectories and --turns must be at least 1")
     if cfg.max_in_flight < 0:

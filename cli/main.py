@@ -1,4 +1,5 @@
-"""`kernel-agent`: one console script, subcommands `tasks`, `eval`, `optimize`, `bench`, `sft`, `train`.
+"""`kernel-agent`: one console script, subcommands `tasks`, `eval`, `optimize`, `bench`, `sft`, `train`,
+`view`.
 
 A thin layer: each subcommand lives in `cli/<name>_cmd.py` with `add_parser(subparsers)` and `run(args)`,
 imported only when chosen so that `kernel-agent tasks list` does not pay for transformers or trl.
@@ -20,6 +21,7 @@ SUBCOMMANDS = {
     "bench": "cli.bench_cmd",
     "sft": "cli.sft_cmd",
     "train": "cli.train_cmd",
+    "view": "cli.view_cmd",
 }
 
 

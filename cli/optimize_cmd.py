@@ -44,6 +44,9 @@ def add_parser(sub) -> None:
     p.add_argument("--compile-workers", type=int, default=2, help="parallel compiles")
     p.add_argument("--run-workers", type=int, default=1, help="parallel run stages (one per GPU)")
     add_executor_options(p)
+    from cli.bench_cmd import add_cost_options
+
+    add_cost_options(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,6 +59,8 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
     if args.max_in_flight < 0:
         raise UsageError("--max-in-flight must be at least 0")
+    if args.price_in < 0 or args.price_out < 0:
+        raise UsageError("--price-in and --price-out must be at least 0")
     if args.backend == "openai" and not args.base_url:
         raise UsageError("--backend openai needs --base-url")
     if args.backend in ("hf", "vllm") and not args.model:
@@ -68,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
                             max_tokens=args.max_tokens, seed=args.seed, op_policy=args.op_policy,
                             hardware=args.hardware, compile_workers=args.compile_workers,
                             run_workers=args.run_workers, executor=args.executor, ray_address=args.ray_address,
-                            max_in_flight=args.max_in_flight)
+                            max_in_flight=args.max_in_flight, price_in=args.price_in, price_out=args.price_out)
     try:
         outcome = optimize(config)
     except ProblemFileError as e:

@@ -22,6 +22,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--model", help="policy to start from (overrides the preset)")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     add_executor_options(p, from_preset=True)
+    p.add_argument("--report-to", choices=("wandb", "trackio"), default=None,
+                   help="also send the metrics to this tracker (optional extra; overrides the preset's trackers)")
     p.add_argument("--pipeline", action="store_true",
                    help="run SFT warm start, RL, held-out bench and report into --out (cpu-tiny)")
 
@@ -72,8 +74,16 @@ def run(args: argparse.Namespace) -> int:
         return 0
     config = _load(TrainConfig, preset, "train", {"steps": args.steps, "out": args.out, "model": args.model,
                                                   "executor": args.executor, "ray_address": args.ray_address,
-                                                  "max_in_flight": args.max_in_flight})
+                                                  "max_in_flight": args.max_in_flight,
+                                                  "trackers": [args.report_to] if args.report_to else None})
+    from evals.tracking import TrackerError, require_tracker
     from kernelbench.executor import EXECUTORS
+
+    try:
+        for name in config.trackers:
+            require_tracker(name)
+    except TrackerError as e:
+        raise UsageError(str(e)) from None
 
     if config.executor not in EXECUTORS or config.max_in_flight < 0:
         raise UsageError(f"executor must be one of {', '.join(EXECUTORS)} (got {config.executor!r}) "

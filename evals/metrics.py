@@ -199,8 +199,10 @@ def status_counts(records: Iterable[dict[str, Any]]) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
-def compute_metrics(records: Sequence[dict[str, Any]], turns: int | None = None) -> dict[str, Any]:
-    """Everything metrics.json holds: overall, by level, pass@k, per-turn best-so-far, status counts."""
+def compute_metrics(records: Sequence[dict[str, Any]], turns: int | None = None, *, price_in: float = 0.0,
+                    price_out: float = 0.0) -> dict[str, Any]:
+    """Everything metrics.json holds: overall, by level, pass@k, per-turn best-so-far, status counts, tokens
+    and (with prices in USD per million tokens) cost."""
     turns = turns or (max((int(r["turn"]) for r in records), default=-1) + 1)
     outcomes = trajectory_outcomes(records)
     levels: dict[str, set[str]] = defaultdict(set)
@@ -210,4 +212,32 @@ def compute_metrics(records: Sequence[dict[str, Any]], turns: int | None = None)
     return {"kernels": sum(not is_harness_error(r) for r in records),
             "harness_errors": sum(is_harness_error(r) for r in records), "turns": turns, "overall": summarize(outcomes), "by_level": by_level,
             "pass@k": pass_at_ks(outcomes), "per_turn": per_turn_curve(records, turns),
-            "status_counts": status_counts(records), "thresholds": list(FAST_P_THRESHOLDS)}
+            "status_counts": status_counts(records), "thresholds": list(FAST_P_THRESHOLDS),
+            "tokens": token_metrics(records, price_in, price_out)}
+
+
+def token_metrics(records: Sequence[dict[str, Any]], price_in: float = 0.0, price_out: float = 0.0) -> dict[str, Any]:
+    """Tokens the policy spent, in all and per kernel, per correct kernel and per fast kernel (correct and
+    speedup > 1), and with prices (USD per million prompt / completion tokens) what that cost.
+
+    Per correct (fast) kernel divides the whole run's spend, failed attempts included, by the number of
+    correct (fast) kernels: what one such kernel cost to get. None when the run has none (no division by 0).
+    Completion tokens include reasoning tokens, as APIs bill them."""
+    prompt = sum(int(r.get("prompt_tokens", 0) or 0) for r in records)
+    completion = sum(int(r.get("completion_tokens", 0) or 0) for r in records)
+    reasoning = sum(int(r.get("reasoning_tokens", 0) or 0) for r in records)
+    points = [record_point(r) for r in records]
+    counts = {"kernel": len(records), "correct_kernel": sum(1 for c, _, _ in points if c),
+              "fast_kernel": sum(1 for c, s, _ in points if c and s > 1.0)}
+    total = prompt + completion
+    out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion, "reasoning_tokens": reasoning,
+                           "total_tokens": total, "correct_kernels": counts["correct_kernel"],
+                           "fast_kernels": counts["fast_kernel"], "counted": bool(total),
+                           "price_in_usd_per_mtok": price_in, "price_out_usd_per_mtok": price_out}
+    cost = (prompt * price_in + completion * price_out) / 1e6 if (price_in or price_out) else None
+    out["cost_usd"] = cost
+    for name, n in counts.items():
+        out[f"tokens_per_{name}"] = total / n if n else None
+        out[f"completion_tokens_per_{name}"] = completion / n if n else None
+        out[f"cost_per_{name}_usd"] = cost / n if cost is not None and n else None
+    return out

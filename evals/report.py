@@ -168,6 +168,7 @@ def write_report(out_dir: str, metrics: dict[str, Any], records: Sequence[dict[s
                       _f(c["fast_1"])) for c in metrics.get("per_turn", [])])
     lines += ["", "![best so far](best_so_far.png)", "", "## Per task", ""]
     lines += _table(("task", "correct trajectories", "best speedup", "best vs torch.compile"), _task_rows(records))
+    lines += ["", "## Tokens and cost", ""] + token_lines(metrics.get("tokens", {}))
     lines += ["", "## Statuses", ""]
     lines += _table(("status", "kernels"), [(k, str(v)) for k, v in metrics.get("status_counts", {}).items()])
     lines += ["", "## Conditions", ""]
@@ -178,6 +179,27 @@ def write_report(out_dir: str, metrics: dict[str, Any], records: Sequence[dict[s
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     return path
+
+
+def token_lines(t: dict[str, Any]) -> list[str]:
+    """The tokens section: totals, and per kernel / correct kernel / fast kernel (speedup > 1), with cost."""
+    if not t.get("counted"):
+        return ["The backend reported no token counts for these kernels (a replay generates none)."]
+    lines = [f"{t['prompt_tokens']:,} prompt and {t['completion_tokens']:,} completion tokens "
+             f"({t['reasoning_tokens']:,} of them reasoning)"
+             + (f"; cost ${t['cost_usd']:.4f} at ${t['price_in_usd_per_mtok']:g} / ${t['price_out_usd_per_mtok']:g} "
+                "per million prompt / completion tokens." if t.get("cost_usd") is not None else "."), ""]
+    has_cost = t.get("cost_usd") is not None
+
+    def cell(v: Any, money: bool = False) -> str:
+        return "-" if v is None else (f"${v:.4f}" if money else f"{v:,.0f}")
+
+    rows = []
+    for name, label in (("kernel", "kernel"), ("correct_kernel", "correct kernel"), ("fast_kernel", "fast kernel (>1x)")):
+        row = [label, cell(t.get(f"tokens_per_{name}")), cell(t.get(f"completion_tokens_per_{name}"))]
+        rows.append(row + ([cell(t.get(f"cost_per_{name}_usd"), money=True)] if has_cost else []))
+    header = ["per", "tokens", "completion tokens"] + (["cost"] if has_cost else [])
+    return lines + _table(header, rows)
 
 
 def _task_rows(records: Sequence[dict[str, Any]]) -> list[tuple[str, ...]]:

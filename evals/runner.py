@@ -92,6 +92,12 @@ class BenchConfig:
     """Measure the baselines again instead of reading the cache."""
     baseline_cache: str = ""
     """Baseline cache file; empty: `$KERNEL_AGENT_BASELINES` or ~/.cache/kernel-agent/baselines.json."""
+    price_in: float = 0.0
+    """USD per million prompt tokens (0 with price_out 0: no cost reported)."""
+    price_out: float = 0.0
+    """USD per million completion tokens (reasoning included)."""
+    report_to: str = ""
+    """Also send metrics.json's scalars to `wandb` or `trackio` (empty: only the files)."""
 
     def resolved_size(self) -> str:
         return self.size or ("gpu" if self.device == "cuda" else "cpu")
@@ -292,7 +298,9 @@ def run_agent(config: BenchConfig, tasks: list[Task], done: list[dict[str, Any]]
         result, source = bl.apply_compile_baseline(turn.result, baselines.get(task.id))
         rec = make_record(task, traj_id, turn.index, result, candidate=turn.candidate, summary=turn.summary,
                           response=turn.response, reasoning=turn.reasoning, compile_baseline=source,
-                          finish_reason=turn.finish_reason, generate_s=turn.generate_s)
+                          finish_reason=turn.finish_reason, generate_s=turn.generate_s,
+                          prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens,
+                          reasoning_tokens=turn.reasoning_tokens)
         log.append(rec)
         on_record(rec)
 
@@ -371,6 +379,13 @@ def run_bench(config: BenchConfig, policy=None, say: Callable[[str], None] = pri
     from evals.report import write_report
     from kernelbench.executor import make_evaluator
 
+    if config.report_to:
+        from evals.tracking import TrackerError, require_tracker
+
+        try:
+            require_tracker(config.report_to)  # before any work: a missing package is known at once
+        except TrackerError as e:
+            raise BenchError(str(e)) from None
     done = prepare_out_dir(config)
     if config.backend == "replay":
         source = replay.load_source(config.from_dir)
@@ -408,11 +423,15 @@ def run_bench(config: BenchConfig, policy=None, say: Callable[[str], None] = pri
         bar.close()
     records = select_records(ResultsLog(os.path.join(config.out, "results.jsonl")).load(), tasks,
                              config.trajectories, config.turns)
-    metrics = compute_metrics(records, config.turns)
+    metrics = compute_metrics(records, config.turns, price_in=config.price_in, price_out=config.price_out)
     metrics["expected_kernels"] = len(tasks) * config.trajectories * config.turns
     with open(os.path.join(config.out, "metrics.json"), "w", encoding="utf-8") as f:
         json.dump(metrics, f, indent=1, sort_keys=True)
     write_report(config.out, metrics, records, config=asdict(config))
+    if config.report_to:
+        from evals.tracking import report_metrics
+
+        report_metrics(config.report_to, metrics, asdict(config), config.out)
     return BenchOutcome(config.out, metrics, len(new))
 
 

@@ -219,6 +219,16 @@ def test_compare_refuses_mixed_hardware(tmp_path, capsys):
     assert "GPU A" in table and "GPU B" in table
 
 
+def test_model_server_refusal_is_exit_3_with_one_line(tmp_path, capsys):
+    root = write_tasks(tmp_path / "kb")
+    with ChatServer([{"status": 401, "error": "bad key"}]) as srv:
+        code = main(["bench", "--tasks", f"kernelbench:{root}:all", "--limit", "1", "--backend", "openai",
+                     "--base-url", srv.base_url, "--model", "m", "--trajectories", "1", "--turns", "1",
+                     "--out", str(tmp_path / "run"), "--no-compile-baseline", "--quiet"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 3 and len(err) == 1 and "401" in err[0] and "bad key" in err[0]
+
+
 # ---------------------------------------------------------------- end to end (real compiles, real harness)
 
 def _bench_args(tasks_root: Path, out: Path, url: str, cache: str) -> list[str]:

@@ -35,6 +35,7 @@ def test_batched_sampling_returns_ids_and_logprobs_that_match_a_forward_pass(tin
     for c in out:
         assert 1 <= len(c.token_ids) <= 12 and len(c.logprobs) == len(c.token_ids)
         assert all(lp <= 0.0 for lp in c.logprobs) and c.finish_reason in ("stop", "length")
+        assert (c.prompt_tokens, c.completion_tokens) == (len(c.prompt_token_ids), len(c.token_ids))
     assert [c.token_ids for c in tiny.generate(prompts, sampling)] == [c.token_ids for c in out]  # seeded
     # Recompute the log-probabilities of the first completion with a plain forward pass (no padding).
     c = out[2]
