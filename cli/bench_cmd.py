@@ -110,6 +110,13 @@ def check_before_work(cfg) -> None:
     the model server and model, then the harness preflight (cli.checks)."""
     from cli import checks
 
+    if cfg.report_to:  # a tracker that is not installed is known at once
+        from evals.tracking import TrackerError, require_tracker
+
+        try:
+            require_tracker(cfg.report_to)
+        except TrackerError as e:
+            raise UsageError(str(e)) from None
     checks.device(cfg.device)
     checks.size_for(cfg.device, cfg.size or None)
     checks.out_folder(cfg.out)
