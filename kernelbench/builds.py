@@ -10,8 +10,8 @@ require literal sources), plus the toolchain fingerprint; when that cannot be re
 adversarial suite) share one build; each distinct file still gets its own import outcome, cached inside the
 entry. Compile errors are cached too, per file.
 
-Precompiled headers: the trusted parent precompiles `torch/extension.h` once per toolchain and flag set
-(`ensure_pch`) into a folder of its own, with the flags `load_inline` compiles `main.cpp` with
+Precompiled headers: the parent has `torch/extension.h` precompiled once per toolchain and fixed flag set
+(`ensure_pch`; the compiler runs in a sandboxed child, `build_pch_sandboxed`) into a folder of its own, with the flags `load_inline` compiles `main.cpp` with
 (STANDARD_CFLAGS when the candidate gives none); the child's `load_inline` puts that folder first on the
 include path, and gcc uses a .gch valid for the build's flags (else it reads the plain header). torch's own `use_pch` is not used: it
 keeps one PCH in torch's install folder that any `load_inline(use_pch=False)` on the machine deletes.

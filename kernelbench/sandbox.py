@@ -13,6 +13,8 @@ What the bubblewrap sandbox covers:
   `RLIMIT_NPROC` applies (it never does to uid 0) and a fork bomb stops; a slot's processes are all killed
   afterwards by signalling as that uid;
 - rlimits: processes, file size, core dumps 0, address space (CPU only: the CUDA driver maps huge ranges);
+- once the run child's own threads run, no new thread or process at all (`refuse_new_tasks`: RLIMIT_NPROC 0
+  and a seccomp filter), so parallelism hidden inside one call cannot be had by any spelling;
 - environment cleared except a short allow-list (never API keys);
 - wall-clock timeout; the outer process group and the pid namespace die with it.
 What it does not cover: CPU-time fairness between concurrent children, GPU memory of other processes,
