@@ -35,9 +35,14 @@ not through the dispatcher. They also hold helpers (`at::cpu::is_avx2_supported`
 
 @dataclass(frozen=True)
 class Rule:
+    """One family of forbidden imports."""
+
     flag: str
+    """`build:<rule>`: the result's flag."""
     what: str
+    """The reason's opening words, for the agent."""
     patterns: tuple[str, ...]
+    """Regexes searched in each demangled name (version suffix dropped)."""
 
 
 RULES = (
