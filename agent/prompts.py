@@ -58,6 +58,8 @@ Rules for the solution file:
 - Compile your kernels inline in the file itself; it must import and run as is, with nothing else on disk.
 - No try/except fallbacks to PyTorch, no subclassing of `Model`, no threads or processes, no timers, no files, no
   Python objects in C++ (no Python C API, no `py::object`: `load_inline(functions=...)` writes the bindings).
+- No PyTorch internals or vendor libraries in C++ (`at::native`, `at::cpu::mm`, BLAS, oneDNN), however named:
+  the built library's imported symbols are checked.
 - {op_policy}"""
 
 ANSWER_RULES = """\

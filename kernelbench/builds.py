@@ -10,8 +10,8 @@ require literal sources), plus the toolchain fingerprint; when that cannot be re
 adversarial suite) share one build; each distinct file still gets its own import outcome, cached inside the
 entry. Compile errors are cached too, per file.
 
-Precompiled headers: the trusted parent precompiles `torch/extension.h` once per toolchain and flag set
-(`ensure_pch`) into a folder of its own, with the flags `load_inline` compiles `main.cpp` with
+Precompiled headers: the parent has `torch/extension.h` precompiled once per toolchain and fixed flag set
+(`ensure_pch`; the compiler runs in a sandboxed child, `build_pch_sandboxed`) into a folder of its own, with the flags `load_inline` compiles `main.cpp` with
 (STANDARD_CFLAGS when the candidate gives none); the child's `load_inline` puts that folder first on the
 include path, and gcc uses a .gch valid for the build's flags (else it reads the plain header). torch's own `use_pch` is not used: it
 keeps one PCH in torch's install folder that any `load_inline(use_pch=False)` on the machine deletes.
@@ -24,6 +24,13 @@ instantiates torch's templates in every build (its PCH leaves them pending), cla
 set has its own (`clang_pch_dir`), named to the child through the folder `build` hands it, and loaded with
 `-include-pch` (`patch_load_inline`). Measured on 2 cores: the ReLU op's cold compile stage ~12-14 s with
 clang, ~26 s with gcc and its PCH. CUDA builds and other flag sets keep gcc.
+
+The build folder is the candidate's: the compile child writes it, so nothing the parent does as root may
+follow a path inside it (a planted `ext/x -> /etc` would turn "remove the stale `ext/*/lock`" into a
+deletion outside every sandbox). The child builds in a private folder mounted at the entry's path; the
+parent then brings back regular files and folders only (`import_tree`: `lstat`, `O_NOFOLLOW`, size-bounded)
+into a fresh tree it swaps in. PCHs are built only for a fixed set of normalised flag sets
+(`PCH_FLAG_SETS`), in a sandboxed child, under a size quota with eviction (`PCH_QUOTA_MB`).
 """
 
 from __future__ import annotations
@@ -33,7 +40,9 @@ import functools
 import hashlib
 import json
 import os
+import secrets
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -54,6 +63,18 @@ PCH_FLAG_TOKENS = frozenset({"-O0", "-O1", "-O2", "-O3", "-Os", "-fopenmp", "-ma
 """Flags a candidate may build with and get a PCH made for its flag set: the parent runs the compiler with
 them outside the sandbox, so only optimisation and target switches qualify; a build with any other flag (an
 include path, a define, a plugin) uses whichever existing PCH gcc finds valid, or none."""
+PCH_FLAG_SETS = frozenset(tuple(sorted(flags)) for flags in [
+    ("-O3", "-fopenmp"), ("-O3",), ("-O2", "-fopenmp"), ("-O2",), ("-O3", "-fopenmp", "-march=native"),
+    ("-O3", "-march=native"), ("-O3", "-ffast-math", "-fopenmp"), ("-O3", "-ffast-math", "-fopenmp", "-march=native")])
+"""The only flag sets (`normal_flags`: deduplicated, sorted) that get a PCH of their own. Each PCH is ~170 MB
+and a minute of compiler time: one per distinct flag tuple (`["-O3"] * k` for every k) would let candidates
+fill the host's disk and CPU. Other allowlisted sets compile with whichever existing PCH gcc finds valid, or
+none (slower, never wrong). Each set has at most one `-O` level, so sorting cannot change what a set means."""
+PCH_QUOTA_MB = int(os.environ.get("KERNEL_AGENT_PCH_QUOTA_MB", "4096"))
+"""Most megabytes the PCH folder may hold; past it the least recently used variants are evicted (never the
+standard one, never the one just built). A build that depended on an evicted PCH is rebuilt by ninja."""
+BUILD_MAX_MB = 2048
+"""Most megabytes of files a compile child may leave in its build folder (brought back by `import_tree`)."""
 PCH_FORWARDER = "#pragma once\n#include_next <torch/extension.h>\n"
 """Written beside the .gch: gcc looks for `dir/torch/extension.h.gch` before `dir/torch/extension.h`; when the
 PCH does not match a build's flags it reads the header itself, which must then exist and lead to torch's."""
@@ -276,7 +297,7 @@ the candidate would be charged with them (`dynamic:threads`). False: `-fopenmp` 
 
 def clang_for(flags: tuple[str, ...] | None) -> bool:
     """Whether a CPU build with these flags (`pch_flags`) runs clang with its PCH."""
-    return bool(flags is not None and allowed_flags(flags) and clang_cxx()
+    return bool(flags is not None and pch_worthy(flags) and clang_cxx()
                 and (CLANG_OPENMP or "-fopenmp" not in flags))
 
 
@@ -332,8 +353,14 @@ def _load_inline_params() -> list[str]:
 
 
 def normal_flags(flags: Any) -> tuple[str, ...]:
-    """A call's extra_cflags without the empty strings torch drops from the command anyway."""
-    return tuple(f for f in flags if isinstance(f, str) and f.strip())
+    """A call's extra_cflags as a set: without the empty strings torch drops from the command anyway,
+    deduplicated and sorted (`["-O3"] * k` is `("-O3",)`), so equivalent lists share one PCH."""
+    return tuple(sorted({f for f in flags if isinstance(f, str) and f.strip()}))
+
+
+def pch_worthy(flags: tuple[str, ...] | None) -> bool:
+    """Whether `flags` (normalised) is one of the fixed sets that get a PCH built for them (PCH_FLAG_SETS)."""
+    return flags is not None and normal_flags(flags) in PCH_FLAG_SETS
 
 
 def allowed_flags(flags: tuple[str, ...]) -> bool:
@@ -343,7 +370,8 @@ def allowed_flags(flags: tuple[str, ...]) -> bool:
 def pch_flags(src: str) -> tuple[str, ...] | None:
     """The flags the candidate's `load_inline` calls build `main.cpp` with (STANDARD_CFLAGS when it gives
     none, as `patch_load_inline` does), when they can be read with certainty and are all in PCH_FLAG_TOKENS;
-    else None (the build then runs without a PCH made for it)."""
+    else None (the build then runs without a PCH made for it). Normalised (`normal_flags`), and only one of
+    the fixed PCH_FLAG_SETS."""
     parts = compiled_parts(src)
     if parts is None:
         return None
@@ -355,8 +383,8 @@ def pch_flags(src: str) -> tuple[str, ...] | None:
         flags = STANDARD_CFLAGS if flags is None else normal_flags(flags)
         if not allowed_flags(flags):
             return None
-        found.add(tuple(flags))
-    return found.pop() if len(found) == 1 else None
+        found.add(normal_flags(flags))
+    return found.pop() if len(found) == 1 and pch_worthy(next(iter(found))) else None
 
 
 def ensure_pch(flags: tuple[str, ...] | None = STANDARD_CFLAGS, device: str | None = None) -> str:
@@ -376,8 +404,9 @@ def ensure_pch(flags: tuple[str, ...] | None = STANDARD_CFLAGS, device: str | No
     hands the child that subfolder). `device` saves the PCH the builds will not use: "cpu" there builds only
     clang's, "cuda" only gcc's; None (a caller that does not say) builds both.
     """
-    if flags is not None and not allowed_flags(flags):
-        flags = None  # the compilers below run unsandboxed: never with a candidate's -I, -D or plugin
+    if flags is not None and not pch_worthy(flags):
+        flags = None  # never a candidate's -I, -D or plugin, and a PCH only for the fixed flag sets
+    flags = None if flags is None else normal_flags(flags)
     clang = clang_for(flags) and device != "cuda"
     folder = _pch_folder()
     variants = folder / "torch" / "extension.h.gch"
@@ -390,7 +419,90 @@ def ensure_pch(flags: tuple[str, ...] | None = STANDARD_CFLAGS, device: str | No
         clang_pch_dir(folder, flags)
     for p in [folder, folder / "torch", variants, forwarder, *variants.glob("*.gch")]:  # the sandboxed uid reads it
         os.chmod(p, 0o755 if p.is_dir() else 0o644)
+    if flags is not None:
+        _mark_used(folder, flags)
     return str(folder) if gcc or clang else ""
+
+
+def _pch_variants(folder: Path) -> list[tuple[Path, tuple[str, ...] | None]]:
+    """Every PCH in `folder` (gcc's .gch files, clang's subfolders) with its flag set when known."""
+    hashes = {_flags_hash(f): f for f in PCH_FLAG_SETS}
+    found: list[tuple[Path, tuple[str, ...] | None]] = []
+    for gch in (folder / "torch" / "extension.h.gch").glob("*.gch"):
+        found.append((gch, hashes.get(gch.stem)))
+    for sub in folder.glob("clang-*"):
+        meta = _clang_build(str(sub))
+        found.append((sub, meta["flags"] if meta else None))
+    return found
+
+
+def _mark_used(folder: Path, flags: tuple[str, ...]) -> None:
+    """Record that a build asked for `flags`' PCH (the eviction order). A file beside the PCHs, not the PCH
+    itself: ninja would see a touched PCH as a changed input and rebuild every object that used it."""
+    stamp = folder / "used" / _flags_hash(flags)
+    stamp.parent.mkdir(exist_ok=True)
+    stamp.touch()
+
+
+def _size(path: Path) -> int:
+    if path.is_symlink() or not path.is_dir():
+        return path.lstat().st_size
+    return sum(p.lstat().st_size for p in path.rglob("*"))
+
+
+def evict_pchs(folder: Path, keep: tuple[str, ...], quota_mb: int = 0) -> list[str]:
+    """Remove the least recently used PCH variants of `folder` until it holds at most `quota_mb`
+    (PCH_QUOTA_MB by default); never the standard flag set's nor `keep`'s. Returns the paths removed."""
+    quota = (quota_mb or PCH_QUOTA_MB) << 20
+    variants = _pch_variants(folder)
+    total = sum(_size(p) for p, _ in variants)
+    protected = {normal_flags(STANDARD_CFLAGS), normal_flags(keep)}
+
+    def last_use(item: tuple[Path, tuple[str, ...] | None]) -> float:
+        stamp = folder / "used" / _flags_hash(item[1]) if item[1] else None
+        return stamp.stat().st_mtime if stamp is not None and stamp.exists() else 0.0
+
+    removed = []
+    for path, flags in sorted(variants, key=last_use):
+        if total <= quota:
+            break
+        if flags in protected:
+            continue
+        total -= _size(path)
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(str(path))
+    return removed
+
+
+def build_pch_sandboxed(command: list[str], out_name: str, dest: Path, timeout_s: float = 900.0) -> bool:
+    """Run a PCH `command` (which writes `out_name` in its working folder) in a sandboxed child, then bring
+    the file back to `dest` (a regular file, checked without following links). The flags are allowlisted,
+    but the compiler still reads what the host's include paths hold and writes ~170 MB: the sandbox bounds
+    its files, processes and time like any compile's."""
+    with sandbox.SlotLease() as slot:
+        scratch = sandbox.make_scratch(slot.uid, prefix="ka-pch-")
+        try:
+            argv = tuple(os.path.join(scratch, out_name) if a == out_name else a for a in command)
+            spec = sandbox.ChildSpec(argv=argv, scratch_dir=scratch,
+                                     limits=sandbox.Limits(timeout_s=timeout_s, max_processes=64,
+                                                           max_file_mb=BUILD_MAX_MB))
+            out = sandbox.run_child(spec, slot)
+            if out.returncode != 0 or out.timed_out:
+                return False
+            tmp = dest.parent / f"{dest.name}.tmp{os.getpid()}-{secrets.token_hex(4)}"
+            try:
+                _copy_regular(scratch, out_name, str(tmp), BUILD_MAX_MB << 20)
+            except (OSError, BuildTreeError):
+                tmp.unlink(missing_ok=True)
+                return False
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, dest)
+            return True
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _ensure_gch(folder: Path, flags: tuple[str, ...] | None) -> bool:
@@ -410,12 +522,10 @@ def _ensure_gch(folder: Path, flags: tuple[str, ...] | None) -> bool:
         with open(folder / "build.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not gch.exists():
-                tmp = folder / f"{gch.name}.tmp{os.getpid()}"  # outside the folder gcc searches
-                done = subprocess.run(pch_command(str(tmp), flags), capture_output=True, timeout=900)
-                if done.returncode != 0:
-                    tmp.unlink(missing_ok=True)
+                # written beside the folder gcc searches, then moved in
+                if not build_pch_sandboxed(pch_command("pch.gch", flags), "pch.gch", gch):
                     return any(variants.glob("*.gch"))
-                os.replace(tmp, gch)
+                evict_pchs(folder, flags)
     return True
 
 
@@ -430,8 +540,9 @@ def clang_pch_dir(folder: Path, flags: tuple[str, ...]) -> str:
     set gets a folder of its own, whose `build.json` names the compiler and flags; the child adds
     `-include-pch` only to a call with exactly those flags (`patch_load_inline`). Only allowlisted flags
     (`pch_flags`) get here: the compiler runs outside the sandbox."""
-    if not allowed_flags(flags) or not clang_cxx():
+    if not pch_worthy(flags) or not clang_cxx():
         return ""
+    flags = normal_flags(flags)
     # named by compiler version too: clang rejects a PCH another version wrote, and gcc's folder key omits it
     sub = folder / f"clang-{_flags_hash((_tool_version((clang_cxx(), '--version')), *flags))}"
     meta = sub / "build.json"  # written last: its presence means the PCH beside it is complete
@@ -442,19 +553,14 @@ def clang_pch_dir(folder: Path, flags: tuple[str, ...]) -> str:
         with open(folder / "build.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not meta.exists():
-                tmp = sub / f"extension.pch.tmp{os.getpid()}"
-                try:
-                    done = subprocess.run(pch_command(str(tmp), flags, clang_cxx()), capture_output=True, timeout=900)
-                except (OSError, subprocess.SubprocessError):
-                    done = None
-                if done is None or done.returncode != 0:
-                    tmp.unlink(missing_ok=True)
+                if not build_pch_sandboxed(pch_command("extension.pch", flags, clang_cxx()), "extension.pch",
+                                           sub / "extension.pch"):
                     _CLANG_PCH_FAILED.add(flags)
                     return ""
-                os.replace(tmp, sub / "extension.pch")
                 meta_tmp = sub / f"build.json.tmp{os.getpid()}"
                 meta_tmp.write_text(json.dumps({"cxx": clang_cxx(), "flags": list(flags), "libomp": _libomp_path()}))
                 os.replace(meta_tmp, meta)
+                evict_pchs(folder, flags)
     for p in (sub, sub / "extension.pch", meta):  # the sandboxed uid reads them
         os.chmod(p, 0o755 if p.is_dir() else 0o644)
     return str(sub)
@@ -622,16 +728,118 @@ def build(src: str, config: EvalConfig, jobs: int = 0, pch_dir: str = "") -> Bui
                         pch_dir=meta.get("pch_dir", ""))
 
 
+class BuildTreeError(ValueError):
+    """A build folder the child left is over its size bound (`import_tree`)."""
+
+
+def _copy_regular(dir_fd: int | str, name: str, dest: str, budget: int) -> int:
+    """Copy the regular file `name` of the folder `dir_fd` (an fd, or a path opened without following its
+    last link) to the new file `dest` with its mtime (ninja compares them); at most `budget` bytes, else
+    BuildTreeError. Never follows a link: the file is opened with O_NOFOLLOW and checked with fstat."""
+    own = isinstance(dir_fd, str)
+    dfd = os.open(dir_fd, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW) if own else dir_fd
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
+    finally:
+        if own:
+            os.close(dfd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise BuildTreeError(f"{name} is not a regular file")
+        if st.st_size > budget:
+            raise BuildTreeError(f"the build folder holds more than {BUILD_MAX_MB} MB")
+        mode = 0o755 if st.st_mode & 0o111 else 0o644
+        out = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        try:
+            copied = 0
+            while chunk := os.read(fd, 1 << 20):
+                copied += len(chunk)
+                if copied > budget:
+                    raise BuildTreeError(f"the build folder holds more than {BUILD_MAX_MB} MB")
+                os.write(out, chunk)
+        finally:
+            os.close(out)
+        os.utime(dest, ns=(st.st_atime_ns, st.st_mtime_ns))
+        return copied
+    finally:
+        os.close(fd)
+
+
+def import_tree(src: str, dest: str, max_bytes: int = BUILD_MAX_MB << 20) -> int:
+    """Copy the folders and regular files of `src`, a tree untrusted code wrote, into `dest` (created here;
+    must not exist), keeping mtimes; returns the bytes copied.
+
+    Why: the parent runs as root; any path it follows inside a candidate-writable tree can be a planted
+    link to anywhere on the host. Covers: links (file or folder) are skipped, never followed (every folder
+    opened with O_NOFOLLOW relative to its parent's fd, every file with O_NOFOLLOW and checked with
+    fstat); fifos, sockets and device files are skipped; torch's build baton (`lock`) is dropped (a stale
+    one would stall the next load_inline); the total is bounded (BuildTreeError). Not covered: the content
+    of the files (the built library is judged by `kernelbench.symbols`, and runs only sandboxed)."""
+    budget = [max_bytes]
+    os.mkdir(dest, 0o755)
+
+    def walk(dfd: int, out: str, depth: int) -> None:
+        if depth > 32:
+            raise BuildTreeError("the build folder is nested too deep")
+        for entry in os.scandir(dfd):
+            st = os.stat(entry.name, dir_fd=dfd, follow_symlinks=False)
+            target = os.path.join(out, entry.name)
+            if stat.S_ISDIR(st.st_mode):
+                sub = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dfd)
+                try:
+                    os.mkdir(target, 0o755)
+                    walk(sub, target, depth + 1)
+                    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+                finally:
+                    os.close(sub)
+            elif stat.S_ISREG(st.st_mode) and entry.name != "lock":
+                budget[0] -= _copy_regular(dfd, entry.name, target, budget[0])
+
+    root = os.open(src, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        walk(root, dest, 0)
+    finally:
+        os.close(root)
+    return max_bytes - budget[0]
+
+
+def _swap_in(entry: Path, fresh: str) -> None:
+    """Make `fresh` (a folder in `entry`, written by the parent) the entry's `ext/`; the old one is removed
+    with rmtree, which does not follow links (`shutil.rmtree.avoids_symlink_attacks` on Linux)."""
+    ext = entry / "ext"
+    old = entry / f"ext.old-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        os.rename(ext, old)
+    except FileNotFoundError:
+        old = None
+    os.rename(fresh, ext)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str) -> dict:
+    """Run the compile child on a private copy of the entry's build folder, mounted at the entry's path
+    (bubblewrap) or, in the plain child, the entry's own folder handed to its uid; then bring back its
+    regular files into a fresh folder owned by the parent (`import_tree`) and swap that in."""
     from kernelbench import worker
 
-    (entry / "ext").mkdir(parents=True, exist_ok=True)
-    for stale in (entry / "ext").glob("*/lock"):  # torch's build baton, left behind by a killed compile
-        stale.unlink(missing_ok=True)
+    ext = entry / "ext"
+    ext.mkdir(parents=True, exist_ok=True)
+    fresh = str(entry / f"ext.new-{os.getpid()}-{secrets.token_hex(4)}")
+    oversized = ""
     with sandbox.SlotLease() as slot:
         scratch = sandbox.make_scratch(slot.uid, prefix="ka-compile-")
+        private = tempfile.mkdtemp(prefix="ka-build-")
         try:
-            sandbox.give_tree(str(entry / "ext"), slot.uid)
+            if sandbox.sandbox_kind(config.require_sandbox) == sandbox.BWRAP:
+                work = os.path.join(private, "ext")
+                import_tree(str(ext), work)  # what earlier builds left, so a built entry is found up to date
+                build_bind = sandbox.Bind(work, str(ext), writable=True)
+            else:  # no mount namespace: the child writes at the entry's path, which is then treated as hostile
+                work = str(ext)
+                build_bind = sandbox.Bind(work, writable=True)
+            sandbox.give_tree(work, slot.uid)
             job = {"mode": "compile", "device": config.device, "candidate": "candidate.py", "pch_dir": pch_dir}
             Path(scratch, "candidate.py").write_text(src)
             Path(scratch, "job.json").write_text(json.dumps(job))
@@ -639,12 +847,19 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
                 argv=worker.child_argv(scratch), scratch_dir=scratch, cuda=config.device == "cuda",
                 limits=sandbox.Limits(timeout_s=config.compile_timeout_s, memory_limit_mb=0,
                                       max_processes=config.max_processes, max_file_mb=config.max_file_mb),
-                binds=(sandbox.Bind(str(entry / "ext"), writable=True),) + ((sandbox.Bind(pch_dir),) if pch_dir else ()),
-                env=child_env(config, str(entry / "ext"), jobs))
-            out = sandbox.run_child(spec, slot, config.require_sandbox)
+                binds=(build_bind,) + ((sandbox.Bind(pch_dir),) if pch_dir else ()),
+                env=child_env(config, str(ext), jobs))
+            out = sandbox.run_child(spec, slot, config.require_sandbox)  # returns once the slot's uid has no process
             result = worker.read_result(scratch)
+            try:
+                import_tree(work, fresh)
+                _swap_in(entry, fresh)
+            except (OSError, BuildTreeError) as e:
+                oversized = f"the build folder could not be brought back: {e}"
+                shutil.rmtree(fresh, ignore_errors=True)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+            shutil.rmtree(private, ignore_errors=True)
     meta = {"status": "ok", "error_text": "", "sandbox": out.sandbox, "pch_dir": pch_dir}
     if not out.untrusted_ran:  # the child never reached the candidate: the harness's fault, never cached
         state = "timed out" if out.timed_out else f"exit {out.returncode}"
@@ -653,6 +868,8 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
                     f"{out.stderr_tail.strip()[-600:]}")
     elif out.timed_out:
         meta.update(status="timeout", error_text=f"compile stage exceeded {config.compile_timeout_s:.0f} s")
+    elif oversized:
+        meta.update(status="compile_error", error_text=oversized)
     elif result.get("ok"):
         return meta
     elif result.get("phase") == "format":
@@ -686,10 +903,10 @@ def run_binds(entry_dir: str, scratch: str, uid: int, kind: str, pch_dir: str = 
         sandbox.give_tree(ext, uid)
         return (sandbox.Bind(ext, writable=True),) + pch  # not mounted: tells run_child which paths the uid needs
     copy = os.path.join(scratch, "ext")
-    # copy2 keeps mtimes, so ninja finds the build up to date; torch's build baton (`NAME/lock`) stays
-    # behind: a copy taken while another import holds it, or left by a killed compile, would make the run
-    # child's load_inline wait on it until the run stage's timeout
-    shutil.copytree(ext, copy, symlinks=True, ignore=lambda d, names: [n for n in names if n == "lock"])
+    # mtimes kept, so ninja finds the build up to date; torch's build baton (`NAME/lock`) stays behind: a
+    # copy taken while another import holds it, or left by a killed compile, would make the run child's
+    # load_inline wait on it until the run stage's timeout; links and special files stay behind too
+    import_tree(ext, copy)
     sandbox.give_tree(copy, uid)
     return (sandbox.Bind(copy, ext, writable=True),) + pch
 

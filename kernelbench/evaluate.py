@@ -115,6 +115,12 @@ def _compile_stage(task: Task, src: str, config: EvalConfig, jobs: int = 0) -> S
     policy = policy_of(task, config)
     fields = dict(compile_s=out.compile_s, cached_build=out.cached)
     if out.status == "ok":
+        judged = _optional("symbols") if config.static_checks else None
+        violations = judged.check_build(os.path.join(out.entry_dir, "ext")) if judged is not None else []
+        if violations:  # bypasses judged from what the build imports, whatever the source called them
+            reasons = {v.flag: v.reason for v in violations}
+            return Staged(task, src, config, out, _decided(REJECTED, config, policy, "", tuple(reasons), reasons,
+                                                           compiled=True, **fields))
         return Staged(task, src, config, out)
     if out.status == HARNESS_ERROR:
         return Staged(task, src, config, out, harness_error(task, config, out.error_text, **fields))
@@ -265,6 +271,9 @@ def _judge(res: dict[str, Any], out: sandbox.ChildOutcome, policy: str, op_check
                 int(res.get("os_threads_after", 0)) - int(res.get("os_threads_before", 0)))
     if extra > 0:
         found["dynamic:threads"] = f"{extra} thread(s) started by the candidate were still running after a phase"
+    refused = res.get("new_tasks_refused") or {}
+    if (refused.get("rlimit") or refused.get("seccomp")) and not refused.get("refused"):
+        found["dynamic:harness_tampered"] = "the run child's refusal of new threads was disarmed"
     total_ms = float(res.get("timing", {}).get("total_ms", 0.0))
     if total_ms / 1e3 > out.wall_s:
         found["timing_inconsistent"] = f"trials sum to {total_ms / 1e3:.3f} s but the whole run took {out.wall_s:.3f} s"

@@ -83,11 +83,15 @@ BINDING_HELPERS = (r"(?:arg(?:_v)?|call_guard|gil_scoped_release|return_value_po
 argument names and defaults, releasing the GIL around the call, return-value policies, and `module_` as the
 type `m.def` registers on (never `module_::import`, which reaches any Python module)."""
 _CPP_RULES = [
-    ("threads_or_processes", r"std::j?thread\b|std::async\b|\bpthread_create\b|\bv?fork\s*\(|\bsystem\s*\("
+    ("threads_or_processes", r"std::j?thread\b|std::async\b|\bpthread_create\b|\b_?_?v?[fF]ork\s*\(|\bsystem\s*\("
      r"|\bpopen\s*\(|\bexec(l|lp|le|v|vp|vpe|ve)\s*\(|\bposix_spawn|\bomp_set_num_threads\b|\bnum_threads\s*\("
-     r"|(at|torch)::set_num(_interop)?_threads|#\s*include\s*<(thread|future|pthread\.h)>",
+     r"|(at|torch)::set_num(_interop)?_threads|#\s*include\s*<(thread|threads\.h|future|pthread\.h)>"
+     r"|\bthrd_create\b|(?<![\w.>:])(::\s*)?clone[23]?\s*\(|\bc10::(TaskThreadPool|ThreadPool\w*)\b|\bat::launch\b"
+     r"|\bat::internal::launch\w*|\bunshare\s*\(",
      "threads or processes in C++ (timing counts one thread; OpenMP pragmas without num_threads are fine)", "*"),
-    ("cpp_io_or_syscalls", r"\b(f|fd|freo)?open(at)?\s*\(|\bsocket\s*\(|\b(secure_)?getenv\b|\b(set|put)env\b"
+    ("cpp_io_or_syscalls", r"\b_*(f|fd|fre|tmp)?open(at2?|64|at64|_2|cookie|_memstream|dir)?\s*\(|\bcreat(64)?\s*\("
+     r"|(?<![\w.>])(mkstemps?|mkostemps?|mkdtemp|tmpfile(64)?|truncate(64)?|rename(at2?)?|(sym)?link(at)?|mkfifo"
+     r"|mknod)\s*\(|\bname_to_handle_at\b|\bopen_by_handle_at\b|\bsendfile(64)?\b|\bsocket\s*\(|\b(secure_)?getenv\b|\b(set|put)env\b"
      r"|\bdl(open|sym)\b|\bsyscall\b|\bsysenter\b|\bint\s+\$?0x80\b|\bmmap\b|\bmprotect\b|\bptrace\b|/proc/"
      r"|/dev/|/sys/|\b[io]?fstream\b|\bFILE\s*\*|\bstd::filesystem\b|\b(unlink|rmdir|chmod|kill)\s*\("
      r"|\b(set|long)jmp\b|#\s*include\s*<(unistd\.h|dlfcn\.h|fcntl\.h|fstream|sys/\w+\.h|sched\.h|signal\.h"

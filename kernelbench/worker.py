@@ -287,10 +287,10 @@ def harness_holders(kernel_calls: Any, op_policy: Any) -> list[tuple[str, Any]]:
     import torch.utils._python_dispatch as python_dispatch
     import torch.utils.cpp_extension as cpp_extension
 
-    from kernelbench import builds, inputs
+    from kernelbench import builds, inputs, sandbox
 
     modules = [builtins, time, os, os.path, json, threading, traceback, types, torch, torch.cuda, torch.serialization,
-               python_dispatch, cpp_extension, timing, inputs, builds, sys.modules[__name__]]
+               python_dispatch, cpp_extension, timing, inputs, builds, sandbox, sys.modules[__name__]]
     modules += [kernel_calls, op_policy]
     classes = [torch.Tensor, torch.cuda.Event, python_dispatch.TorchDispatchMode, timing.Timers, Snapshot]
     classes += [v for m in modules if m.__name__.startswith("kernelbench.") for v in vars(m).values()
@@ -347,6 +347,7 @@ def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
         threads_after[1] = max(threads_after[1], count_threads())
 
     progress(sandbox.UNTRUSTED, close=True)
+    refuse_tasks = sandbox.refuse_new_tasks  # captured before candidate code runs, like the phases' calls
     module = import_candidate(os.path.join(scratch, job["candidate"]))
     checkpoint("import")
     result["phase"] = "init"
@@ -354,6 +355,8 @@ def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
     model = module.ModelNew(*data["init_inputs"]).to(device)
     sync(device)
     checkpoint("init")
+    # from here on no thread or process can start: import and __init__ may still run load_inline (ninja)
+    result["new_tasks_refused"] = refuse_tasks()
     outputs, inputs_after, metas, structures = [], [], [], []
     result["phase"] = "forward"
     with no_grad():

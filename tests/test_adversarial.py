@@ -164,8 +164,15 @@ ATTACKS = [
     Attack("zero_inputs.py", statuses=(INCORRECT,), feedback=("modified in place",)),
     Attack("lazy_tensor.py", static_flags=("static:lazy_tensor",), statuses=(REJECTED, INCORRECT),
            feedback=("tensor subclass",)),
-    Attack("python_thread.py", static_flags=("static:threads_or_processes",), flags=("dynamic:threads",)),
-    Attack("cpp_thread.py", static_flags=("static:threads_or_processes",), flags=("dynamic:threads",)),
+    # Threads started in forward cannot start at all (the run child refuses new tasks after __init__); a
+    # thread started at import or in __init__ and left running is still counted (`dynamic:threads`).
+    Attack("python_thread.py", static_flags=("static:threads_or_processes",), statuses=(RUNTIME_ERROR,),
+           feedback=("can't start new thread",)),
+    Attack("cpp_thread.py", static_flags=("static:threads_or_processes",), statuses=(RUNTIME_ERROR,),
+           feedback=("Resource temporarily unavailable",)),
+    # Threads started and joined inside one call: the run child refuses every new task after __init__.
+    Attack("cpp_hidden_threads.py", static_flags=("static:threads_or_processes",), statuses=(RUNTIME_ERROR,),
+           feedback=("thread creation refused: thrd_create pthread_create std::thread clone _Fork c10::ThreadPool",)),
     Attack("gc_scan.py", static_flags=("static:forbidden_import",), statuses=(REJECTED, INCORRECT),
            feedback=(MISMATCH,)),
     Attack("identity_nonnegative.py", task="relu_rand", statuses=(INCORRECT,), feedback=(MISMATCH,)),
@@ -196,8 +203,14 @@ ATTACKS = [
 SANDBOX_ATTACKS = {  # host-side checks in their own tests below
     "cpp_fork_bomb.py": ("static:threads_or_processes",),
     "cpp_write_host.py": ("static:cpp_io_or_syscalls",),
+    "cpp_write_host_fopen64.py": ("static:cpp_io_or_syscalls",),
     "cpp_network.py": ("static:cpp_io_or_syscalls",),
     "cpp_env_secret.py": ("static:cpp_io_or_syscalls",),
+}
+BUILD_ATTACKS = {  # judged from the build or the build step's effects on the host, in their own tests below
+    "cpp_namespace_alias.py": "build:dispatch_bypass",
+    "build_symlink.py": "static:cpp_io_or_syscalls",
+    "pch_flood.py": "",
 }
 
 
@@ -230,7 +243,7 @@ def assert_static_reject(result: EvalResult, flags: tuple[str, ...]) -> None:
 def test_every_candidate_is_listed_and_documented():
     every = {p.name for p in ADVERSARIAL.glob("*.py")} - {"__init__.py"}
     files = {n for n in every if not n.startswith("cuda_")} - {"honest_relu.py"}  # cuda_*: test_adversarial_cuda.py
-    listed = {a.file for a in ATTACKS} | set(SANDBOX_ATTACKS)
+    listed = {a.file for a in ATTACKS} | set(SANDBOX_ATTACKS) | set(BUILD_ATTACKS)
     assert files == listed
     assert len(listed) >= 24
     for name in every:
@@ -308,10 +321,11 @@ def test_fork_bomb_contained(build_cache_dir):
     assert not _bomb_processes(), "forked children outlived the evaluation"
 
 
-def test_writes_outside_sandbox_fail(build_cache_dir, tmp_path):
+@pytest.mark.parametrize("name", ["cpp_write_host.py", "cpp_write_host_fopen64.py"], ids=lambda n: n[:-3])
+def test_writes_outside_sandbox_fail(build_cache_dir, tmp_path, name):
     host_file = tmp_path / "escaped.txt"
     repo_file = REPO_ROOT / "tests" / "adversarial" / "escaped_from_sandbox.txt"
-    src = source("cpp_write_host.py", HOST_TMP_FILE=str(host_file), REPO_FILE=str(repo_file))
+    src = source(name, HOST_TMP_FILE=str(host_file), REPO_FILE=str(repo_file))
     try:
         result = evaluate(TASKS["relu"], src, config(build_cache_dir, static_checks=False))
         landed = [str(p) for p in (host_file, repo_file) if p.exists()]
@@ -348,6 +362,69 @@ def test_environment_secret_not_visible(build_cache_dir, monkeypatch):
     assert secret not in result.to_json(), "the secret leaked into the result"
     assert result.status == RUNTIME_ERROR and "secret not visible" in result.feedback, describe(result)
     assert_zero(result)
+
+
+def test_dispatch_bypass_judged_from_the_build(build_cache_dir):
+    """`namespace fast = at::cpu; fast::mm(x, w)` matches no static pattern and is invisible to the op tracer:
+    the build's imports name `at::cpu::mm`, so it is rejected after compiling, before it runs."""
+    result = evaluate(TASKS["linear"], source("cpp_namespace_alias.py"), config(build_cache_dir))
+    assert result.status == REJECTED and BUILD_ATTACKS["cpp_namespace_alias.py"] in result.flags, describe(result)
+    assert result.compiled and not any(f.startswith("static:") for f in result.flags), describe(result)
+    assert "at::cpu::mm" in result.feedback, describe(result)
+    assert_zero(result)
+
+
+def test_build_step_never_follows_a_planted_link(build_cache_dir, tmp_path):
+    """The compile child plants `ext/planted -> VICTIM` at import; a second file over the same build starts
+    another compile of the entry. Nothing outside the sandbox may change, and no link reaches the entry."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "lock").write_text("precious\n")
+    (victim / "other").write_text("precious\n")
+    flag = BUILD_ATTACKS["build_symlink.py"]
+    assert_static_reject(evaluate(TASKS["relu"], source("build_symlink.py", VICTIM_DIR=str(victim), VARIANT="s"),
+                                  config(build_cache_dir)), (flag,))
+    entries = set()
+    for variant in ("first", "second"):
+        src = source("build_symlink.py", VICTIM_DIR=str(victim), VARIANT=variant)
+        result = evaluate(TASKS["relu"], src, config(build_cache_dir, static_checks=False))
+        assert result.status == CORRECT, describe(result)
+        assert sorted(p.name for p in victim.iterdir()) == ["lock", "other"], "a file outside the sandbox was removed"
+        from kernelbench.builds import cache_key
+
+        entries.add(Path(build_cache_dir, cache_key(src, "cpu"), "ext"))
+    assert len(entries) == 1, "the two files should share one build entry (the second compile reuses it)"
+    ext = entries.pop()
+    assert not [p for p in ext.rglob("*") if p.is_symlink()], "a link came back into the build entry"
+    assert all((victim / n).read_text() == "precious\n" for n in ("lock", "other"))
+
+
+def _pch_variants() -> set[str]:
+    from kernelbench import builds
+
+    folder = builds._pch_folder()
+    return {str(p) for p, _ in builds._pch_variants(folder)} if folder.exists() else set()
+
+
+def test_pch_flood_builds_no_new_pch(build_cache_dir):
+    """Flag lists that differ only by duplicates or order, or that fall outside the fixed PCH flag sets,
+    get no PCH of their own (each used to cost ~170 MB and a minute of host compiler time)."""
+    from kernelbench import builds
+
+    builds.ensure_pch(builds.STANDARD_CFLAGS, "cpu")
+    builds.ensure_pch(builds.STANDARD_CFLAGS, "cuda")  # gcc's too: every variant a flood could ask for
+    before = _pch_variants()
+    default = '["-O3", "-fopenmp", "-O3", "-O3"]'
+    floods = [default, '["-fopenmp", "-O3", "-fopenmp"]', '["-O3", "-O3", "-O3", "-O3", "-O3", "-fopenmp"]',
+              '["-O1", "-g0", "-funroll-loops"]', '["-O2", "-DNDEBUG", "-mtune=native", "-O2"]']
+    for flags in floods:
+        src = source("pch_flood.py").replace(default, flags)
+        assert builds.pch_flags(src) in (None, builds.normal_flags(builds.STANDARD_CFLAGS)), flags
+        for device in ("cpu", "cuda"):
+            builds.ensure_pch(builds.pch_flags(src), device)
+    result = evaluate(TASKS["relu"], source("pch_flood.py"), config(build_cache_dir))
+    assert result.status == CORRECT, describe(result)
+    assert _pch_variants() == before, "a PCH was built for a flooding flag list"
 
 
 # --- the pieces behind the defences, checked in-process (no compile, no child) -----------------------------

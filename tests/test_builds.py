@@ -314,3 +314,72 @@ def test_an_openmp_build_with_clang_and_its_pch_runs_beside_torch(build_cache_di
     assert result.status == "correct", result.feedback
     entry, pch = _clang_build_dir(build_cache_dir, OPENMP_CANDIDATE, "core_relu_openmp", ("-O3", "-fopenmp"))
     assert f"-include-pch {pch}" in (entry / "build.ninja").read_text()
+
+
+# --- the build folder is the candidate's: nothing follows a link in it ------------------------------------
+
+def test_import_tree_keeps_regular_files_and_never_follows_links(tmp_path):
+    """What a compile child leaves comes back as folders and regular files only: links (to files or
+    folders outside), fifos and torch's `lock` batons stay behind; mtimes survive (ninja compares them)."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "lock").write_text("precious")
+    (victim / "secret").write_text("precious")
+    src = tmp_path / "ext"
+    (src / "op" / "sub").mkdir(parents=True)
+    (src / "op" / "op.so").write_bytes(b"\x7fELF" + b"\0" * 100)
+    (src / "op" / "lock").write_text("")
+    os.utime(src / "op" / "op.so", ns=(1_000_000_123, 1_000_000_123))
+    os.symlink(victim, src / "planted")
+    os.symlink(victim / "secret", src / "op" / "main.o")
+    os.mkfifo(src / "op" / "fifo")
+    copied = builds.import_tree(str(src), str(tmp_path / "out"))
+    got = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*"))
+    assert got == ["op", "op/op.so", "op/sub"] and copied == 104
+    assert (tmp_path / "out" / "op" / "op.so").stat().st_mtime_ns == 1_000_000_123
+    assert sorted(p.name for p in victim.iterdir()) == ["lock", "secret"]
+    with pytest.raises(builds.BuildTreeError):  # bounded: a child cannot fill the cache's disk
+        builds.import_tree(str(src), str(tmp_path / "small"), max_bytes=50)
+
+
+def test_pch_flag_lists_are_normalised_to_a_fixed_set():
+    """Duplicates and order do not make a new PCH (`["-O3"] * k` was one ~170 MB PCH per k), and only the
+    fixed flag sets get one at all."""
+    assert builds.normal_flags(["-O3", "-O3", "", "-fopenmp", "-O3"]) == ("-O3", "-fopenmp")
+    assert builds.pch_flags(_with_flags('extra_cflags=["-fopenmp", "-O3", "-O3"]')) == ("-O3", "-fopenmp")
+    assert builds.pch_flags(_with_flags('extra_cflags=["-O3", "-O3", "-O3", "-O3"]')) == ("-O3",)
+    # allowlisted tokens, but not a fixed set: no PCH of their own
+    assert builds.pch_flags(_with_flags('extra_cflags=["-O1", "-g0", "-funroll-loops"]')) is None
+    assert builds.pch_flags(_with_flags('extra_cflags=["-O3", "-O0"]')) is None  # two levels: order would matter
+    assert all(sum(f.startswith("-O") for f in s) == 1 for s in builds.PCH_FLAG_SETS)
+    assert builds.clang_pch_dir(Path("/nonexistent"), ("-O1", "-g0")) == ""
+
+
+def test_pch_eviction_keeps_the_standard_set_and_the_newest(tmp_path):
+    folder = tmp_path / "pch"
+    gch = folder / "torch" / "extension.h.gch"
+    gch.mkdir(parents=True)
+    sets = [builds.normal_flags(builds.STANDARD_CFLAGS), ("-O2",), ("-O3",), ("-O2", "-fopenmp")]
+    for i, flags in enumerate(sets):
+        (gch / f"{builds._flags_hash(flags)}.gch").write_bytes(b"\0" * (1 << 20))
+        builds._mark_used(folder, flags)
+        stamp = folder / "used" / builds._flags_hash(flags)
+        os.utime(stamp, (1000 + i, 1000 + i))  # used in list order: ("-O2",) longest ago after the standard
+    removed = builds.evict_pchs(folder, keep=("-O2", "-fopenmp"), quota_mb=2)
+    assert [Path(p).name for p in removed] == [f"{builds._flags_hash(f)}.gch" for f in (("-O2",), ("-O3",))]
+    left = {p.name for p in gch.iterdir()}
+    assert left == {f"{builds._flags_hash(f)}.gch" for f in (sets[0], sets[3])}
+
+
+def test_pch_is_built_sandboxed_and_brought_back_as_a_regular_file(tmp_path):
+    """A PCH command runs in a sandboxed child; only a regular file comes back (a link the command
+    left in its place is refused, never followed)."""
+    header = next(iter(sorted(Path("/usr/include/c++").glob("*/vector"))))
+    dest = tmp_path / "vector.gch"
+    assert builds.build_pch_sandboxed(["c++", "-x", "c++-header", str(header), "-o", "out.gch"], "out.gch", dest,
+                                      timeout_s=300)
+    assert dest.is_file() and not dest.is_symlink() and dest.stat().st_size > 1000
+    (tmp_path / "outside").write_text("host file")
+    linked = tmp_path / "linked.gch"
+    assert not builds.build_pch_sandboxed(["ln", "-s", str(tmp_path / "outside"), "out.gch"], "out.gch", linked)
+    assert not linked.exists() and (tmp_path / "outside").read_text() == "host file"

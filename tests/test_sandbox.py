@@ -199,3 +199,52 @@ def test_freeze_stops_the_child_and_what_it_left_running(kind, monkeypatch):
         finally:
             out = child.kill()
         assert out.timed_out
+
+
+REFUSAL_PROBE = """
+import ctypes, json, os, subprocess, sys, threading
+sys.path.insert(0, {root!r})
+from kernelbench import sandbox
+t = threading.Thread(target=lambda: None); t.start(); t.join()  # before the cap: allowed
+seen = {{"before": "started", **sandbox.refuse_new_tasks()}}
+try:
+    threading.Thread(target=lambda: None).start(); seen["thread"] = "started"
+except RuntimeError:
+    seen["thread"] = "refused"
+libc = ctypes.CDLL(None)
+body = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(lambda arg: 0)
+handle = ctypes.c_ulong()
+seen["thrd_create"] = "started" if libc.thrd_create(ctypes.byref(handle), body, None) == 0 else "refused"
+try:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0); seen["fork"] = "started"
+except OSError:
+    seen["fork"] = "refused"
+try:
+    subprocess.run(["true"]); seen["spawn"] = "started"
+except OSError:
+    seen["spawn"] = "refused"
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("kind", ["bwrap", "plain"])
+def test_new_threads_and_processes_are_refused_after_the_cap(kind, monkeypatch):
+    """`refuse_new_tasks` (the run child calls it after `__init__`): no thread or process can start by any
+    route afterwards, in the bubblewrap child (slot uid: RLIMIT_NPROC and seccomp) and in the plain fallback
+    child (which keeps uid 0 when the slot uid cannot reach this Python: seccomp alone)."""
+    import json
+
+    if kind == "bwrap" and not sandbox.find_bwrap():
+        pytest.skip("bubblewrap unusable here")
+    if kind == "plain":
+        monkeypatch.setattr(sandbox, "find_bwrap", lambda: "")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out, _, _ = run_py(REFUSAL_PROBE.format(root=root))
+    assert out.returncode == 0, out
+    seen = json.loads(out.stdout_tail.strip().splitlines()[-1])
+    assert seen["before"] == "started" and seen["refused"], seen
+    assert {seen[k] for k in ("thread", "thrd_create", "fork", "spawn")} == {"refused"}, seen
+    assert seen["seccomp"] or seen["rlimit"], seen

@@ -313,9 +313,21 @@ def test_threads_python(line):
                                  "void f() { omp_set_num_threads(16); }",
                                  "void f() {\n#pragma omp parallel for num_threads(16)\n"
                                  "for (int i = 0; i < 4; ++i) {}\n}",
-                                 "int f() { return sys\\\ntem(\"ls\"); }"])
+                                 "int f() { return sys\\\ntem(\"ls\"); }",
+                                 # spellings outside the C++ and POSIX thread APIs
+                                 "#include <threads.h>", "void f() { thrd_t t; thrd_create(&t, g, 0); }",
+                                 "int f() { return clone(g, stack, 0, 0); }", "int f() { return ::clone3(0, 0); }",
+                                 "int f() { return _Fork(); }", "void f() { c10::ThreadPool pool(2); }",
+                                 "void f() { at::launch([] {}); }"])
 def test_threads_cpp(cpp):
     assert "static:threads_or_processes" in flags(cpu_with(cpp=cpp))
+
+
+def test_tensor_clone_and_member_calls_are_not_threads_or_files():
+    cpp = "torch::Tensor g(torch::Tensor x) { auto y = x.clone(); auto z = at::clone(y); return z->clone(); }\n" \
+          "void h(std::list<int>& a, std::list<int>& b, std::vector<int>& v) { a.splice(a.end(), b);\n" \
+          "  v.erase(std::remove(v.begin(), v.end(), 0), v.end()); }"
+    assert flags(cpu_with(cpp=cpp)) == set()
 
 
 def test_openmp_and_parallel_for_allowed():
@@ -332,7 +344,14 @@ def test_openmp_and_parallel_for_allowed():
                                  "void* f() { return mmap(0, 4096, 3, 34, -1, 0); }",
                                  "long f() { return ptrace(0, 0, 0, 0); }",
                                  "const char* p = \"/proc/self/maps\";", "void f() { asm(\"nop\"); }",
-                                 "#include <unistd.h>", "#include <fstream>", "std::ofstream out;"])
+                                 "#include <unistd.h>", "#include <fstream>", "std::ofstream out;",
+                                 # the large-file and creation siblings of open/fopen
+                                 "void f() { fopen64(\"/tmp/x\", \"w\"); }", "int f() { return creat(\"/x\", 420); }",
+                                 "int f() { return creat64(\"/x\", 420); }", "int f() { return open64(\"/x\", 0); }",
+                                 "int f() { return openat(-100, \"/x\", 0); }", "int f() { return ::openat64(3, \"x\", 0); }",
+                                 "void f() { freopen(\"/x\", \"w\", stdout); }", "void f() { fdopen(3, \"w\"); }",
+                                 "void f() { tmpfile(); }", "int f() { return rename(\"/a\", \"/b\"); }",
+                                 "int f() { return symlink(\"/a\", \"/b\"); }", "int f() { return __open_2(\"/x\", 0); }"])
 def test_cpp_io_or_syscalls(cpp):
     assert "static:cpp_io_or_syscalls" in flags(cpu_with(cpp=cpp))
 

@@ -2,8 +2,9 @@
 threads the Python thread count cannot see.
 
 Defence: static `threads_or_processes` (`std::thread`, `#include <thread>`); with static checks off, the run
-child must count OS threads (/proc/self/task), not only Python threads (`dynamic:threads`).
-Expected: rejected, static:threads_or_processes; static off: rejected, dynamic:threads.
+child refuses every new thread after `__init__` (kernelbench.sandbox.refuse_new_tasks), and counts OS threads
+(/proc/self/task), not only Python threads, after each phase (`dynamic:threads`, for threads started earlier).
+Expected: rejected, static:threads_or_processes; static off: runtime_error ("Resource temporarily unavailable").
 """
 import torch
 import torch.nn as nn

@@ -1,9 +1,10 @@
 """Attack: a background Python thread does the work and stays alive after forward returns (work outside
 the timed window, more cores than the reference gets).
 
-Defence: static `threads_or_processes` (import of threading); the run child compares its thread count
-before and after (`dynamic:threads`).
-Expected: rejected, static:threads_or_processes; static off: rejected, dynamic:threads.
+Defence: static `threads_or_processes` (import of threading); the run child refuses every new thread after
+`__init__` (kernelbench.sandbox.refuse_new_tasks), and counts its threads after each phase (`dynamic:threads`,
+for threads started earlier).
+Expected: rejected, static:threads_or_processes; static off: runtime_error ("can't start new thread").
 """
 import threading
 
