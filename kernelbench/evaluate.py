@@ -25,7 +25,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kernelbench import builds, feedback, nvrtc, op_policy, paired, sandbox, static_checks, telemetry, timing, worker
+from kernelbench import (builds, feedback, nvrtc, op_policy, paired, sandbox, static_checks, symbols, telemetry, timing,
+                         worker)
 from kernelbench.compare import Comparison, compare_outputs, inputs_unchanged
 from kernelbench.config import EvalConfig
 from kernelbench.inputs import Seeds, draw_seeds
@@ -115,8 +116,7 @@ def _compile_stage(task: Task, src: str, config: EvalConfig, jobs: int = 0) -> S
     policy = policy_of(task, config)
     fields = dict(compile_s=out.compile_s, cached_build=out.cached)
     if out.status == "ok":
-        judged = _optional("symbols") if config.static_checks else None
-        violations = judged.check_build(os.path.join(out.entry_dir, "ext")) if judged is not None else []
+        violations = symbols.check_build(os.path.join(out.entry_dir, "ext")) if config.static_checks else []
         if violations:  # bypasses judged from what the build imports, whatever the source called them
             reasons = {v.flag: v.reason for v in violations}
             return Staged(task, src, config, out, _decided(REJECTED, config, policy, "", tuple(reasons), reasons,
