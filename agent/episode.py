@@ -14,7 +14,7 @@ import logging
 import os
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Protocol
 
 from agent.parsing import format_error_result, parse_response
@@ -48,11 +48,14 @@ class Turn:
     """The solution file submitted, empty when the answer had none (format_error)."""
     result: EvalResult
     score: float
-    """Per-kernel score from the harness (DESIGN.md: 0.3·correct + speedup·correct)."""
+    """Per-kernel score of the verdict under the run's reward settings (`rewards.ScoreConfig`; DESIGN.md:
+    correctness_weight·correct + speedup·correct)."""
     token_ids: tuple[int, ...] = ()
     logprobs: tuple[float, ...] = ()
     finish_reason: str = ""
     generate_s: float = 0.0
+    prompt_token_ids: tuple[int, ...] = ()
+    """The prompt's token ids as the policy encoded them (empty when the backend gives none)."""
     """Wall time of the batched policy call that produced this answer."""
 
     def attempt(self) -> Attempt:
@@ -64,14 +67,15 @@ class Turn:
                 "reasoning": self.reasoning, "summary": self.summary, "candidate": self.candidate,
                 "result": self.result.to_dict(), "score": self.score, "token_ids": list(self.token_ids),
                 "logprobs": list(self.logprobs), "finish_reason": self.finish_reason,
-                "generate_s": self.generate_s}
+                "generate_s": self.generate_s, "prompt_token_ids": list(self.prompt_token_ids)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Turn":
         return cls(index=d["index"], prompt=d["prompt"], response=d["response"], reasoning=d.get("reasoning", ""),
                    summary=d["summary"], candidate=d["candidate"], result=EvalResult.from_dict(d["result"]),
                    score=d["score"], token_ids=tuple(d.get("token_ids", ())), logprobs=tuple(d.get("logprobs", ())),
-                   finish_reason=d.get("finish_reason", ""), generate_s=d.get("generate_s", 0.0))
+                   finish_reason=d.get("finish_reason", ""), generate_s=d.get("generate_s", 0.0),
+                   prompt_token_ids=tuple(d.get("prompt_token_ids", ())))
 
 
 @dataclass(frozen=True)
@@ -178,6 +182,8 @@ class _Group:
 
     task: Task
     slots: list[_Slot]
+    ordinal: int = 0
+    """Position of the group in the run (the first job's task is 0): part of its sampling seeds."""
     turns_done: int = 0
     waiting: int = 0
 
@@ -189,7 +195,12 @@ class EpisodeRunner:
     """Runs jobs to `turns` new turns each with one policy and one evaluator."""
 
     def __init__(self, policy: Policy, evaluator: SubmitsEvaluations, *, turns: int, sampling: SamplingConfig,
-                 prompt_settings: PromptSettings, log_path: str = "", on_turn: TurnCallback | None = None):
+                 prompt_settings: PromptSettings, log_path: str = "", on_turn: TurnCallback | None = None,
+                 score: Callable[[EvalResult], float] | None = None):
+        from rewards.score import ScoreConfig
+
+        self.score = score or ScoreConfig().score
+        """Verdict -> per-kernel score (the run's reward settings; never the harness's own number)."""
         self.policy = policy
         self.evaluator = evaluator
         self.turns = turns
@@ -202,6 +213,12 @@ class EpisodeRunner:
     def run(self, jobs: Iterable[Job]) -> list[Trajectory]:
         """Run every job not already in the log; return all of them (logged ones as loaded), in job order."""
         jobs = list(jobs)
+        keys = [(job.task.id, job.traj_id) for job in jobs]
+        if len(set(keys)) != len(keys):
+            # Trajectories are keyed by (task, traj_id): a repeat would overwrite another trajectory and
+            # hand its result back twice (a task drawn twice in one batch needs distinct traj_ids).
+            dup = next(k for k in keys if keys.count(k) > 1)
+            raise ValueError(f"two jobs share task {dup[0]!r} and trajectory id {dup[1]!r}")
         done = self.log.load() if self.log else {}
         finished: dict[tuple[str, str], Trajectory] = {}
         groups: dict[str, _Group] = {}
@@ -210,7 +227,7 @@ class EpisodeRunner:
             if key in done:
                 finished[key] = done[key]
             else:
-                group = groups.setdefault(job.task.id, _Group(task=job.task, slots=[]))
+                group = groups.setdefault(job.task.id, _Group(task=job.task, slots=[], ordinal=len(groups)))
                 group.slots.append(_Slot(job=job, turns=list(job.history)))
         ready = deque(g for g in groups.values() if self.turns > 0)
         for g in groups.values():
@@ -229,7 +246,7 @@ class EpisodeRunner:
     def _generate(self, group: _Group, in_flight: dict, ready: deque, finished: dict) -> None:
         prompts = [build_messages(group.task.source, [t.attempt() for t in s.turns], self.prompt_settings,
                                   self.count_tokens) for s in group.slots]
-        completions = self.policy.generate(prompts, self.sampling)
+        completions = self.policy.generate(prompts, self.call_sampling(group.ordinal, group.turns_done))
         if len(completions) != len(prompts):
             raise RuntimeError(f"policy returned {len(completions)} completions for {len(prompts)} prompts")
         group.waiting = len(group.slots)
@@ -244,6 +261,12 @@ class EpisodeRunner:
             else:
                 self._record(group, slot, format_error_result(parsed), ready, finished)
 
+    def call_sampling(self, group: int, turn: int) -> SamplingConfig:
+        """Sampling settings of one policy call: a seed of its own per (task group, turn), so no two calls
+        of a run draw the same random stream (identical prompts would otherwise get identical answers), and
+        the same seed for the same call when the run is repeated, whatever order evaluations finish in."""
+        return replace(self.sampling, seed=self.sampling.seed + 1_000_003 * turn + 7_919 * group)
+
     def _collect(self, in_flight: dict, ready: deque, finished: dict, *, block: bool) -> None:
         if not in_flight:
             return
@@ -257,8 +280,9 @@ class EpisodeRunner:
         completion: Completion = p["completion"]
         turn = Turn(index=len(slot.turns), prompt=p["prompt"], response=completion.text,
                     reasoning=completion.reasoning, summary=p["summary"], candidate=p["candidate"], result=result,
-                    score=result.score, token_ids=completion.token_ids, logprobs=completion.logprobs,
-                    finish_reason=completion.finish_reason, generate_s=completion.generate_s)
+                    score=self.score(result), token_ids=completion.token_ids, logprobs=completion.logprobs,
+                    finish_reason=completion.finish_reason, generate_s=completion.generate_s,
+                    prompt_token_ids=tuple(getattr(completion, "prompt_token_ids", ()) or ()))
         slot.turns.append(turn)
         slot.pending = {}
         if self.on_turn:

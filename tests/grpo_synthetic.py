@@ -10,7 +10,7 @@ from typing import Sequence
 
 from agent.episode import Trajectory, Turn
 from agent.policy import SamplingConfig
-from kernelbench.result import CORRECT, INCORRECT, EvalResult
+from kernelbench.result import CORRECT, EvalResult
 
 TEXTS = ["the quick brown fox jumps over the lazy dog", "kernels make tensors fast", "import torch\nx = y + 1",
          "def forward(self, x):\n    return x * 2"] * 8
@@ -45,10 +45,12 @@ class LowIdRollout:
                                                              seed=seed + 100 * t))
                 for i, c in enumerate(outs):
                     s = self.score(c.token_ids)
-                    result = EvalResult(status=CORRECT if s > 0.5 else INCORRECT, correct=s > 0.5, score=s)
+                    # A correct verdict whose "speedup" is the low-id share: its score is 0.3 + s.
+                    result = EvalResult(status=CORRECT, correct=True, speedup=s)
                     turns[i].append(Turn(index=t, prompt=convs[i], response=c.text, reasoning="", summary="",
-                                         candidate="", result=result, score=s, token_ids=c.token_ids,
-                                         logprobs=c.logprobs, finish_reason=c.finish_reason, generate_s=c.generate_s))
+                                         candidate="", result=result, score=0.3 + s, token_ids=c.token_ids,
+                                         logprobs=c.logprobs, finish_reason=c.finish_reason, generate_s=c.generate_s,
+                                         prompt_token_ids=c.prompt_token_ids))
                     convs[i] = convs[i] + [{"role": "assistant", "content": c.text}, {"role": "user", "content": "again"}]
             trajs += [Trajectory(task_id=task.id, traj_id=str(i), turns=tuple(ts)) for i, ts in enumerate(turns)]
         return trajs
