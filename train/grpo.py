@@ -151,9 +151,15 @@ def grpo_args(config: TrainConfig, shape: BatchShape, out_dir: str) -> Any:
     """Kevin-32B's settings (our documented config) as TRL's `GRPOConfig`."""
     from trl import GRPOConfig
 
+    return GRPOConfig(**grpo_kwargs(config, shape, out_dir))
+
+
+def grpo_kwargs(config: TrainConfig, shape: BatchShape, out_dir: str) -> dict[str, Any]:
+    """The keyword arguments of `grpo_args` (checkable without building the config, which on a CPU-only
+    machine refuses GPU settings such as bf16)."""
     on_cpu = config.device == "cpu"
     g = config.grad_steps_per_batch
-    return GRPOConfig(
+    return dict(
         output_dir=os.path.join(out_dir, "checkpoints"),
         # --- the update (Kevin-32B)
         loss_type=config.loss_norm, epsilon=config.eps_low, epsilon_high=config.eps_high, beta=config.kl_coef,
