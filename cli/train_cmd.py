@@ -21,6 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="output folder (overrides the preset)")
     p.add_argument("--model", help="policy to start from (overrides the preset)")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    p.add_argument("--seed", type=int, help="seed of data order, sampling and the update (overrides the preset)")
     add_executor_options(p, from_preset=True)
     p.add_argument("--pipeline", action="store_true",
                    help="run SFT warm start, RL, held-out bench and report into --out (cpu-tiny)")
@@ -34,12 +35,12 @@ def run(args: argparse.Namespace) -> int:
         from train.pipeline import run_pipeline
 
         try:
-            run_pipeline(preset, out=args.out or "runs/pipeline", steps=args.steps)
+            run_pipeline(preset, out=args.out or "runs/pipeline", steps=args.steps, seed=args.seed)
         except (ValueError, FileNotFoundError) as e:
             raise UsageError(str(e)) from e
         return 0
     try:
-        config = load_config(TrainConfig, preset, "train", {"steps": args.steps, "out": args.out, "model": args.model,
+        config = load_config(TrainConfig, preset, "train", {"steps": args.steps, "out": args.out, "model": args.model, "seed": args.seed,
                                                             "executor": args.executor, "ray_address": args.ray_address,
                                                             "max_in_flight": args.max_in_flight})
     except (ValueError, FileNotFoundError) as e:

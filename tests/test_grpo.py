@@ -58,11 +58,13 @@ def test_reward_rises_through_grpo_trainer(tiny_dir, tmp_path):
 def test_trainer_advantages_equal_our_group_normalised_returns(tiny_dir, tmp_path):
     """Multi-turn batch, a task drawn twice, one harness_error turn: TRL's advantages are rewards/'s."""
     cfg = _config(tiny_dir, str(tmp_path / "run"), steps=1, tasks="L1/03_silu", tasks_per_batch=2, turns=3,
-                  trajectories=4, micro_batch_size=4, gamma=0.4)
+                  trajectories=4, micro_batch_size=4, gamma=0.4, eval_every=1, eval_limit=2)
     seen = {}
     grpo.main(cfg, rollout=LowIdRollout(_vocab(tiny_dir), 4, 3, 8, harness_error_at=(1, 2)), say=lambda s: None,
               trainer_hook=lambda t: seen.setdefault("trainer", t))
     trainer = seen["trainer"]
+    [row] = read_metrics(cfg.out)
+    assert 0.3 <= row["eval/best_score_mean"] <= 1.3 and row["eval/correct_share"] == 1.0  # held-out eval ran
     # the trainer and the rollout never share one fast tokenizer ("Already borrowed" across threads)
     assert trainer.rollout_func.tokenizer is not trainer.processing_class
     assert trainer.rollout_func.tokenizer._tokenizer is not trainer.processing_class._tokenizer
@@ -171,3 +173,26 @@ def test_two_step_run_with_the_real_harness(tmp_path, build_cache_dir):
     assert [r["step"] for r in records] == [0, 1]
     assert all(math.isclose(sum(v for k, v in r.items() if k.startswith("rollout/status_")), 1.0) for r in records)
     assert os.listdir(os.path.join(cfg.out, "tb"))
+
+
+@pytest.mark.slow
+def test_two_cpu_processes_write_one_record_per_step_and_resume(tmp_path):
+    """`torchrun --nproc_per_node 2 ... train --steps 2`, then `--steps 3 --resume`: world size 2 recorded,
+    one writer (2 rows, then 3), a checkpoint, and the resumed run trains step 2 only."""
+    import subprocess
+    import sys
+
+    model = build_tiny_dir(str(tmp_path / "model"))
+    out = str(tmp_path / "run")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "cli.main", "train",
+           "--preset", "cpu-tiny", "--model", model, "--out", out]
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    subprocess.run(cmd + ["--steps", "2"], cwd=root, check=True, timeout=1200, capture_output=True)
+    assert json.load(open(os.path.join(out, "config.json")))["world_size"] == 2
+    assert [r["step"] for r in read_metrics(out)] == [0, 1]
+    assert os.path.isdir(os.path.join(out, "checkpoints", "checkpoint-4"))
+    done = subprocess.run(cmd + ["--steps", "3", "--resume"], cwd=root, check=True, timeout=1200,
+                          capture_output=True, text=True)
+    assert "resuming from" in done.stdout + done.stderr
+    assert [r["step"] for r in read_metrics(out)] == [0, 1, 2]
+    assert os.path.isdir(os.path.join(out, "checkpoints", "checkpoint-6"))

@@ -587,22 +587,30 @@ def main(config: TrainConfig, *, resume: bool = False, rollout: Any = None, say:
 
 
 def make_eval_fn(config: TrainConfig, rollout: Any, tokenizer: Any, rollout_func: MultiTurnRollout):
-    """Held-out evaluation every `eval_every` steps on the main process (no update): mean score and correct
-    share of `eval_tasks` under the current weights, logged under `eval/` with the next step's row."""
+    """Held-out evaluation every `eval_every` steps (no update): mean best score and correct share of
+    `eval_tasks` under the current weights, logged under `eval/` in that step's row. Every process takes
+    an equal share of the tasks (generation under FSDP / ZeRO-3 and vLLM server mode are collective, so
+    all processes must generate the same number of times); the results are gathered."""
     tasks = resolve_tasks(config.eval_tasks)
     if config.eval_limit:
         tasks = tasks[:config.eval_limit]
 
     def run(state: Any) -> None:
+        from accelerate.utils import gather_object
+
         trainer = run.trainer
-        if trainer is None or not trainer.accelerator.is_main_process or not tasks:
+        if trainer is None or not tasks:
             return
+        world, rank = trainer.accelerator.num_processes, trainer.accelerator.process_index
+        per_rank = max(1, len(tasks) // world)
+        mine = [tasks[(rank * per_rank + i) % len(tasks)] for i in range(per_rank)]
         quiet = replace(rollout, log_dir="") if hasattr(rollout, "log_dir") else rollout
         with generation_policy(trainer, tokenizer, config.backend) as policy:
-            trajs = quiet.collect(policy, tasks, state.global_step, 7 + state.global_step)
-        scores = [t.best_score for t in trajs]
-        trainer._metrics["train"]["eval/best_score_mean"].append(sum(scores) / max(1, len(scores)))
-        trainer._metrics["train"]["eval/correct_share"].append(sum(t.correct for t in trajs) / max(1, len(trajs)))
+            trajs = quiet.collect(policy, mine, state.global_step, 7 + state.global_step + 1009 * rank)
+        local = [(t.best_score, t.correct) for t in trajs]
+        rows = [r for part in gather_object([local]) for r in part] if world > 1 else local
+        trainer._metrics["train"]["eval/best_score_mean"].append(sum(r[0] for r in rows) / max(1, len(rows)))
+        trainer._metrics["train"]["eval/correct_share"].append(sum(r[1] for r in rows) / max(1, len(rows)))
 
     run.trainer = None
     return run

@@ -152,7 +152,7 @@ def held_out_bench(pipe: PipelineConfig, config: TrainConfig, model_dir: str, ou
     return {"source": "evals.run_bench", "out": out, "metrics": outcome.metrics}
 
 
-def run_pipeline(preset: str, out: str, steps: int | None = None, say=print) -> dict[str, Any]:
+def run_pipeline(preset: str, out: str, steps: int | None = None, say=print, seed: int | None = None) -> dict[str, Any]:
     """Every stage into `out`: sft (cached) beside a prebuild of the reference kernels, rl/, bench/,
     report.md with plots; returns the summary."""
     import threading
@@ -163,7 +163,7 @@ def run_pipeline(preset: str, out: str, steps: int | None = None, say=print) -> 
     pipe = load_config(PipelineConfig, preset, "pipeline")
     sft_config = load_config(SFTConfig, preset, "sft")
     compact = sft_config.compact_solutions
-    config = load_config(TrainConfig, preset, "train", {"steps": steps, "out": os.path.join(out, "rl")})
+    config = load_config(TrainConfig, preset, "train", {"steps": steps, "out": os.path.join(out, "rl"), "seed": seed})
     walls: dict[str, float] = {}
     from train.grpo import main as train_main, resolve_tasks
 
@@ -191,7 +191,7 @@ def run_pipeline(preset: str, out: str, steps: int | None = None, say=print) -> 
 
         torch.set_num_threads(config.torch_threads)
     t = time.perf_counter()
-    before = probe(config.model, task_ids, pipe.train_bench_trajectories, config, seed=12345, compact=compact)
+    before = probe(config.model, task_ids, pipe.train_bench_trajectories, config, seed=12345 + config.seed, compact=compact)
     walls["probe_before_s"] = time.perf_counter() - t
     say(f"probe before RL: {before}")
     if builder is not None:
@@ -202,7 +202,8 @@ def run_pipeline(preset: str, out: str, steps: int | None = None, say=print) -> 
     result = train_main(config, say=say)
     walls["rl_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    after = probe(result.final_dir, task_ids, pipe.train_bench_trajectories, config, seed=12345, compact=compact)
+    after = probe(result.final_dir, task_ids, pipe.train_bench_trajectories, config, seed=12345 + config.seed,
+                  compact=compact)
     walls["probe_after_s"] = time.perf_counter() - t
     say(f"probe after RL: {after}")
     t = time.perf_counter()
