@@ -145,3 +145,14 @@ def test_collapse_monitor_reads_the_answer_after_the_chain_of_thought():
     assert [first_word(t) for t in texts] == ["<summary>fast</summary>", "<summary>x</summary>", "Sure,", ""]
     openings = usual_openings(texts[:2] * 5)
     assert departing_share(texts[:3], openings) > 0.3
+
+
+def test_prompt_ids_without_the_backends_match_what_the_hf_backend_encodes(tmp_path):
+    from agent.hf_backend import HFPolicy
+    from grpo_synthetic import build_tiny_dir
+    from train.grpo import chat_ids
+
+    policy = HFPolicy.from_pretrained(build_tiny_dir(str(tmp_path / "m")))
+    conv = [{"role": "user", "content": "write a kernel"}]
+    [c] = policy.generate([conv], SamplingConfig(max_tokens=3))
+    assert chat_ids(policy.tokenizer, conv) == list(c.prompt_token_ids)

@@ -209,6 +209,13 @@ def turn_reward(completions: list, turn_reward: list, **_: Any) -> list[float | 
 
 # ---------------------------------------------------------------- generation policies
 
+def chat_ids(tokenizer: Any, conversation: Any) -> list[int]:
+    """Token ids of a conversation rendered with the chat template and the assistant header, as the hf
+    backend encodes them (the template as text, then tokenised without special tokens)."""
+    text = tokenizer.apply_chat_template(list(conversation), add_generation_prompt=True, tokenize=False)
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
 class TRLVLLMPolicy:
     """`agent.policy.Policy` over TRL's vLLM integration (colocate or server): TRL syncs the trainer's weights
     into vLLM before each rollout (LoRA merged first, prefix cache reset). Every rank must make the same
@@ -224,7 +231,7 @@ class TRLVLLMPolicy:
         from agent.policy import Completion
 
         t0 = time.perf_counter()
-        ids = [self.tokenizer.apply_chat_template(p, add_generation_prompt=True, tokenize=True) for p in prompts]
+        ids = [chat_ids(self.tokenizer, p) for p in prompts]
         _, completion_ids, logprobs, _ = self.trainer.vllm_generation.generate(ids, None, 1)
         elapsed = time.perf_counter() - t0
         eos = self.tokenizer.eos_token_id
@@ -278,7 +285,7 @@ class MultiTurnRollout:
         self.last_samples: list[list[TurnSample]] = []
 
     def encode_prompt(self, conversation: Any) -> list[int]:
-        return self.tokenizer.apply_chat_template(list(conversation), add_generation_prompt=True, tokenize=True)
+        return chat_ids(self.tokenizer, conversation)
 
     def __call__(self, prompts: list, trainer: Any) -> dict[str, list]:
         inputs = getattr(trainer, "rollout_inputs", None)
