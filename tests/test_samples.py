@@ -156,3 +156,18 @@ def test_prompt_ids_without_the_backends_match_what_the_hf_backend_encodes(tmp_p
     conv = [{"role": "user", "content": "write a kernel"}]
     [c] = policy.generate([conv], SamplingConfig(max_tokens=3))
     assert chat_ids(policy.tokenizer, conv) == list(c.prompt_token_ids)
+
+
+def test_slow_copies_weight_the_warm_start_and_its_loss_floor():
+    import math
+
+    from train.config import SFTConfig
+    from train.sft import loss_floor, solution_examples
+
+    cfg = SFTConfig(tasks=("L1/03_silu",), solution_kinds=("cpu", "cpu_slow"), slow_copies=2, prompt_style="compact",
+                    compact_solutions=True)
+    examples = solution_examples(cfg)
+    assert [e.source for e in examples] == ["cpu", "cpu_slow", "cpu_slow"]
+    floor = loss_floor(examples, [10, 10, 10])
+    assert floor == pytest.approx((math.log(3) + 2 * math.log(1.5)) / 30)
+    assert loss_floor(examples[:2], [10, 10]) == pytest.approx(math.log(2) / 10)
