@@ -171,3 +171,23 @@ def test_slow_copies_weight_the_warm_start_and_its_loss_floor():
     floor = loss_floor(examples, [10, 10, 10])
     assert floor == pytest.approx((math.log(3) + 2 * math.log(1.5)) / 30)
     assert loss_floor(examples[:2], [10, 10]) == pytest.approx(math.log(2) / 10)
+
+
+def test_pipeline_report_states_plainly_whether_it_learned(tmp_path):
+    import json as _json
+
+    from train.report import write_pipeline_report
+
+    rl = tmp_path / "rl"
+    rl.mkdir()
+    rows = [{"step": i, "reward/mean_score": 0.5 + 0.1 * i, "reward/correct_share": 1.0, "loss/grad_norm": 0.1,
+             "trl/step_time": 3.0, "trl/clip_ratio/region_mean": 0.0} for i in range(3)]
+    (rl / "metrics.jsonl").write_text("".join(_json.dumps(r) + "\n" for r in rows))
+    probe = lambda fast: {"tasks": {"L1/03_silu": {"fast": fast, "slow": 16 - fast, "other": 0}}, "samples": 16,
+                          "fast_share": fast / 16}
+    summary = {"preset": "cpu-tiny", "walls": {"total_s": 60.0}, "wall_s": 60.0, "probe_before": probe(3),
+               "probe_after": probe(12), "bench": {"source": "failed", "error": "x"}, "rl_out": str(rl)}
+    text = open(write_pipeline_report(str(tmp_path), summary)).read()
+    assert "**It learned" in text and "0.19 before RL to 0.75 after" in text
+    summary["probe_after"] = probe(8)
+    assert "**It did not learn" in open(write_pipeline_report(str(tmp_path), summary)).read()
