@@ -14,7 +14,7 @@ import logging
 import os
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Protocol
 
 from agent.parsing import format_error_result, parse_response
@@ -48,12 +48,15 @@ class Turn:
     """The solution file submitted, empty when the answer had none (format_error)."""
     result: EvalResult
     score: float
-    """Per-kernel score from the harness (DESIGN.md: 0.3·correct + speedup·correct)."""
+    """Per-kernel score of the verdict under the run's reward settings (`rewards.ScoreConfig`; DESIGN.md:
+    correctness_weight·correct + speedup·correct)."""
     token_ids: tuple[int, ...] = ()
     logprobs: tuple[float, ...] = ()
     finish_reason: str = ""
     generate_s: float = 0.0
     """Wall time of the batched policy call that produced this answer."""
+    prompt_token_ids: tuple[int, ...] = ()
+    """The prompt's token ids as the policy encoded them (empty when the backend gives none)."""
     prompt_tokens: int = 0
     """Prompt tokens of this turn's policy call (0 when the backend could not count them)."""
     completion_tokens: int = 0
@@ -71,7 +74,8 @@ class Turn:
                 "result": self.result.to_dict(), "score": self.score, "token_ids": list(self.token_ids),
                 "logprobs": list(self.logprobs), "finish_reason": self.finish_reason,
                 "generate_s": self.generate_s, "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens, "reasoning_tokens": self.reasoning_tokens}
+                "completion_tokens": self.completion_tokens, "reasoning_tokens": self.reasoning_tokens,
+                "prompt_token_ids": list(self.prompt_token_ids)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Turn":
@@ -80,7 +84,8 @@ class Turn:
                    score=d["score"], token_ids=tuple(d.get("token_ids", ())), logprobs=tuple(d.get("logprobs", ())),
                    finish_reason=d.get("finish_reason", ""), generate_s=d.get("generate_s", 0.0),
                    prompt_tokens=d.get("prompt_tokens", 0), completion_tokens=d.get("completion_tokens", 0),
-                   reasoning_tokens=d.get("reasoning_tokens", 0))
+                   reasoning_tokens=d.get("reasoning_tokens", 0),
+                   prompt_token_ids=tuple(d.get("prompt_token_ids", ())))
 
 
 @dataclass(frozen=True)
@@ -187,6 +192,8 @@ class _Group:
 
     task: Task
     slots: list[_Slot]
+    ordinal: int = 0
+    """Position of the group in the run (the first job's task is 0): part of its sampling seeds."""
     turns_done: int = 0
     waiting: int = 0
 
@@ -198,7 +205,12 @@ class EpisodeRunner:
     """Runs jobs to `turns` new turns each with one policy and one evaluator."""
 
     def __init__(self, policy: Policy, evaluator: SubmitsEvaluations, *, turns: int, sampling: SamplingConfig,
-                 prompt_settings: PromptSettings, log_path: str = "", on_turn: TurnCallback | None = None):
+                 prompt_settings: PromptSettings, log_path: str = "", on_turn: TurnCallback | None = None,
+                 score: Callable[[EvalResult], float] | None = None):
+        from rewards.score import ScoreConfig
+
+        self.score = score or ScoreConfig().score
+        """Verdict -> per-kernel score (the run's reward settings; never the harness's own number)."""
         self.policy = policy
         self.evaluator = evaluator
         self.turns = turns
@@ -211,6 +223,12 @@ class EpisodeRunner:
     def run(self, jobs: Iterable[Job]) -> list[Trajectory]:
         """Run every job not already in the log; return all of them (logged ones as loaded), in job order."""
         jobs = list(jobs)
+        keys = [(job.task.id, job.traj_id) for job in jobs]
+        if len(set(keys)) != len(keys):
+            # Trajectories are keyed by (task, traj_id): a repeat would overwrite another trajectory and
+            # hand its result back twice (a task drawn twice in one batch needs distinct traj_ids).
+            dup = next(k for k in keys if keys.count(k) > 1)
+            raise ValueError(f"two jobs share task {dup[0]!r} and trajectory id {dup[1]!r}")
         done = self.log.load() if self.log else {}
         finished: dict[tuple[str, str], Trajectory] = {}
         groups: dict[str, _Group] = {}
@@ -219,7 +237,7 @@ class EpisodeRunner:
             if key in done:
                 finished[key] = done[key]
             else:
-                group = groups.setdefault(job.task.id, _Group(task=job.task, slots=[]))
+                group = groups.setdefault(job.task.id, _Group(task=job.task, slots=[], ordinal=len(groups)))
                 group.slots.append(_Slot(job=job, turns=list(job.history)))
         ready = deque(g for g in groups.values() if self.turns > 0)
         for g in groups.values():
@@ -238,7 +256,7 @@ class EpisodeRunner:
     def _generate(self, group: _Group, in_flight: dict, ready: deque, finished: dict) -> None:
         prompts = [build_messages(group.task.source, [t.attempt() for t in s.turns], self.prompt_settings,
                                   self.count_tokens) for s in group.slots]
-        completions = self.policy.generate(prompts, self.sampling)
+        completions = self.policy.generate(prompts, self.call_sampling(group.ordinal, group.turns_done))
         if len(completions) != len(prompts):
             raise RuntimeError(f"policy returned {len(completions)} completions for {len(prompts)} prompts")
         group.waiting = len(group.slots)
@@ -253,6 +271,12 @@ class EpisodeRunner:
             else:
                 self._record(group, slot, format_error_result(parsed), ready, finished)
 
+    def call_sampling(self, group: int, turn: int) -> SamplingConfig:
+        """Sampling settings of one policy call: a seed of its own per (task group, turn), so no two calls
+        of a run draw the same random stream (identical prompts would otherwise get identical answers), and
+        the same seed for the same call when the run is repeated, whatever order evaluations finish in."""
+        return replace(self.sampling, seed=self.sampling.seed + 1_000_003 * turn + 7_919 * group)
+
     def _collect(self, in_flight: dict, ready: deque, finished: dict, *, block: bool) -> None:
         if not in_flight:
             return
@@ -266,8 +290,9 @@ class EpisodeRunner:
         completion: Completion = p["completion"]
         turn = Turn(index=len(slot.turns), prompt=p["prompt"], response=completion.text,
                     reasoning=completion.reasoning, summary=p["summary"], candidate=p["candidate"], result=result,
-                    score=result.score, token_ids=completion.token_ids, logprobs=completion.logprobs,
+                    score=self.score(result), token_ids=completion.token_ids, logprobs=completion.logprobs,
                     finish_reason=completion.finish_reason, generate_s=completion.generate_s,
+                    prompt_token_ids=tuple(getattr(completion, "prompt_token_ids", ()) or ()),
                     prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
                     reasoning_tokens=completion.reasoning_tokens)
         slot.turns.append(turn)

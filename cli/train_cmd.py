@@ -21,6 +21,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", help="output folder (overrides the preset)")
     p.add_argument("--model", help="policy to start from (overrides the preset)")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
+    p.add_argument("--seed", type=int, help="seed of data order, sampling and the update (overrides the preset)")
     add_executor_options(p, from_preset=True)
     p.add_argument("--report-to", choices=("wandb", "trackio"), default=None,
                    help="also send the metrics to this tracker (optional extra; overrides the preset's trackers)")
@@ -68,11 +69,11 @@ def run(args: argparse.Namespace) -> int:
 
         preflight_of(_load(TrainConfig, preset, "train", {"steps": args.steps}))
         try:
-            run_pipeline(preset, out=args.out or "runs/pipeline", steps=args.steps)
+            run_pipeline(preset, out=args.out or "runs/pipeline", steps=args.steps, seed=args.seed)
         except (ValueError, FileNotFoundError) as e:
             raise UsageError(str(e)) from e
         return 0
-    config = _load(TrainConfig, preset, "train", {"steps": args.steps, "out": args.out, "model": args.model,
+    config = _load(TrainConfig, preset, "train", {"steps": args.steps, "out": args.out, "model": args.model, "seed": args.seed,
                                                   "executor": args.executor, "ray_address": args.ray_address,
                                                   "max_in_flight": args.max_in_flight,
                                                   "trackers": [args.report_to] if args.report_to else None})

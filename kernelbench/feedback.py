@@ -1,8 +1,9 @@
-"""The short text the agent reads next turn, and the per-kernel score.
+"""The short text the agent reads next turn, and the result's informational score.
 
 Kevin-32B (arXiv 2507.11948) feeds back the evaluation's outcome each turn (compiler errors, the mismatch,
-the speedup) and scores a kernel `S = 0.3·correct + speedup·correct`; a rejected kernel scores 0. The score
-formula lives here once; `rewards.score` computes the same from an `EvalResult`.
+the speedup). The harness returns verdicts (status, correctness, speedup, flags); turning a verdict into a
+training reward is `rewards.score`'s job, under the run's own settings (`correctness_weight`, a speedup
+cap). `EvalResult.score` is that score under the default settings, for display only: training never reads it.
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ FLAG_REASONS = {
 }
 
 
-def kernel_score(correct: bool, speedup: float, rejected: bool = False, correctness_weight: float = 0.3) -> float:
-    """`0.3·correct + speedup·correct`, 0 when rejected (DESIGN.md, Rewards)."""
+def kernel_score(correct: bool, speedup: float, rejected: bool = False) -> float:
+    """The display score of a verdict under `rewards.ScoreConfig()`'s defaults (DESIGN.md, Rewards); the
+    formula and its weight live in `rewards.score` only."""
+    from rewards.score import ScoreConfig
+
     if rejected or not correct:
         return 0.0
-    return correctness_weight + speedup
+    return ScoreConfig().correctness_weight + speedup
 
 
 def flag_line(flag: str, reason: str = "") -> str:

@@ -41,3 +41,19 @@ def discounted_returns(scores: Sequence[float], gamma: float = 0.4, mode: Return
         returns[t] = r
         later = r
     return returns
+
+
+def turn_returns(scores: Sequence[float | None], gamma: float = 0.4, mode: ReturnMode = "sum") -> list[float | None]:
+    """`discounted_returns` where some scores are unknown (None: the harness failed on that turn).
+
+    An unknown turn's own return is None (it is left out of training). Earlier turns are credited with
+    the known later scores only: the unknown term is dropped from the sum (or the max), never read as 0
+    in its own sample's place.
+    """
+    known = [0.0 if s is None else s for s in scores]
+    if mode == "max":
+        # A dropped term must not win the max: give it the lowest value the sum of known scores can take.
+        floor = min([s for s in scores if s is not None], default=0.0)
+        known = [floor if s is None else s for s in scores]
+    returns: list[float | None] = list(discounted_returns(known, gamma=gamma, mode=mode))
+    return [None if s is None else r for s, r in zip(scores, returns)]

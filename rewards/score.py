@@ -12,6 +12,9 @@ from dataclasses import dataclass
 
 from kernelbench.result import CORRECT, HARNESS_ERROR, EvalResult
 
+HARNESS_ERROR = "harness_error"
+"""Status (or flag) of a result the harness failed to produce: its score is unknown, not 0."""
+
 
 @dataclass(frozen=True)
 class ScoreConfig:
@@ -33,6 +36,22 @@ class ScoreConfig:
     def score(self, result: EvalResult) -> float | None:
         """`kernel_score` under this config."""
         return kernel_score(result, self.correctness_weight, self.speedup_cap)
+
+    def reward(self, result: EvalResult) -> float | None:
+        """The training reward of one turn: its score, or None when the harness itself failed on it.
+
+        A harness failure says nothing about the kernel; scoring it 0 would punish the policy for the
+        harness's fault. None reaches TRL's GRPOTrainer as NaN: that sample is left out of its group's mean
+        and std and gets advantage 0.
+        """
+        if is_harness_error(result):
+            return None
+        return self.score(result)
+
+
+def is_harness_error(result: EvalResult) -> bool:
+    """The harness failed on this candidate (status `harness_error`, or a runtime error flagged so)."""
+    return result.status == HARNESS_ERROR or HARNESS_ERROR in tuple(result.flags)
 
 
 def kernel_score(result: EvalResult, correctness_weight: float = 0.3, speedup_cap: float | None = None) -> float | None:

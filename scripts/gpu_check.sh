@@ -3,6 +3,9 @@
 #   bash scripts/gpu_check.sh            # on a machine with a CUDA GPU (an H200 here)
 # It runs from the source tree with the machine's own torch (no install, no network): the project's pins
 # do not apply there. Logs and JSON figures go to $OUT (or ./gpu-check-out).
+# Pure-Python wheels the GPU machine lacks (TRL; accelerate, peft if absent) travel in wheels/: fetch them
+# here first with `bash scripts/fetch_gpu_wheels.sh` (needs PyPI) and carry wheels/ along; each one whose
+# package does not import there is unpacked under $OUT/pydeps, which goes on PYTHONPATH.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}; mkdir -p "$OUT"
@@ -10,6 +13,13 @@ export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export KERNEL_AGENT_CACHE=${KERNEL_AGENT_CACHE:-/tmp/kernel-agent-cache}
 export MAX_JOBS=${MAX_JOBS:-4}
 BUDGET_S=${GPU_CHECK_BUDGET_S:-500}     # stay inside one device call
+PYDEPS="$OUT/pydeps"; mkdir -p "$PYDEPS"
+for whl in wheels/*.whl; do
+  [ -f "$whl" ] || continue
+  pkg=$(basename "$whl" | cut -d- -f1)
+  python3 -c "import $pkg" 2>/dev/null || python3 -m zipfile -e "$whl" "$PYDEPS"
+done
+export PYTHONPATH=$PYTHONPATH:$PYDEPS
 start=$(date +%s)
 left() { echo $(( BUDGET_S - ($(date +%s) - start) )); }
 declare -a ROWS
@@ -34,9 +44,10 @@ step gpu_tests       300 python3 -m pytest -q -p no:cacheprovider -m gpu -o addo
 step cuda_solutions  240 python3 scripts/check_solutions.py --device cuda --size gpu --checker harness
 step harness_bench   120 python3 scripts/bench_harness.py --device cuda --repeats 5 --batch 4
 step task_sizes      120 python3 scripts/task_sizes.py --size gpu --device cuda --json "$OUT/task_sizes.json"
+step grpo_trainer    150 python3 scripts/gpu_grpo_check.py "$OUT/grpo"
 
 echo
-for f in gpu_tests cuda_solutions harness_bench task_sizes; do
+for f in gpu_tests cuda_solutions harness_bench task_sizes grpo_trainer; do
   [ -f "$OUT/$f.log" ] && { echo "== $f (last lines)"; tail -n 15 "$OUT/$f.log"; }
 done
 echo

@@ -1,75 +1,193 @@
-"""Trajectories -> per-turn samples: returns, per-task advantages, token layout of the padded micro-batch."""
+"""Trajectories -> per-turn samples: scores from the run's reward settings, returns, per-group advantages,
+unknown (harness_error) turns, and the defects of the rollout around them."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
+
 import pytest
-import torch
 
-from agent.episode import Trajectory, Turn
-from kernelbench.result import CORRECT, FORMAT_ERROR, EvalResult
-from train.samples import build_samples, collate, status_shares, trajectory_returns
-
-
-def _turn(i: int, score: float, ids=(5, 6), lps=(-0.1, -0.2), prompt="p") -> Turn:
-    status = CORRECT if score > 0 else FORMAT_ERROR
-    return Turn(index=i, prompt=[{"role": "user", "content": prompt}], response="r", reasoning="", summary="",
-                candidate="", result=EvalResult(status=status, correct=score > 0, score=score), score=score,
-                token_ids=tuple(ids), logprobs=tuple(lps))
+from agent.episode import EpisodeRunner, Trajectory, Turn
+from agent.policy import Completion, SamplingConfig
+from agent.prompts import PromptSettings
+from kernelbench.result import CORRECT, FORMAT_ERROR, RUNTIME_ERROR, EvalResult
+from kernelbench.task import Task
+from rewards import ScoreConfig
+from train.metrics_log import departing_share, first_word, usual_openings
+from train.samples import build_samples, status_shares
 
 
-def _encode_prompt(conv):
+def _verdict(speedup: float | None) -> EvalResult:
+    if speedup is None:
+        return EvalResult(status=FORMAT_ERROR)
+    return EvalResult(status=CORRECT, correct=True, compiled=True, speedup=speedup)
+
+
+def _turn(i: int, speedup: float | None, ids=(5, 6), lps=(-0.1, -0.2), result: EvalResult | None = None) -> Turn:
+    r = result or _verdict(speedup)
+    return Turn(index=i, prompt=[{"role": "user", "content": "p"}], response="r", reasoning="", summary="",
+                candidate="", result=r, score=ScoreConfig().score(r), token_ids=tuple(ids), logprobs=tuple(lps),
+                prompt_token_ids=(1, 2))
+
+
+def _encode(conv):
     return [ord(c) for c in conv[-1]["content"]]
 
 
-def _encode_text(text):
-    return [1] * len(text)
+def test_rewards_are_discounted_returns_of_scores_under_the_runs_weight():
+    traj = Trajectory("A", "0", (_turn(0, None), _turn(1, 1.0), _turn(2, 0.3)))
+    [samples] = build_samples([[traj]], _encode, scoring=ScoreConfig(correctness_weight=1.0), gamma=0.4)
+    assert [s.score for s in samples] == pytest.approx([0.0, 2.0, 1.3])
+    assert [s.reward for s in samples] == pytest.approx([0.4 * 2.0 + 0.16 * 1.3, 2.0 + 0.4 * 1.3, 1.3])
+    [default] = build_samples([[traj]], _encode, gamma=0.4)
+    assert default[1].score == pytest.approx(1.3)  # Kevin's 0.3 only when the run says so
 
 
-def test_returns_are_discounted_sums_of_later_scores():
-    traj = Trajectory("A", "0", (_turn(0, 0.0), _turn(1, 1.3), _turn(2, 0.6)))
-    assert trajectory_returns(traj, 0.4, "sum") == pytest.approx([0.4 * 1.3 + 0.16 * 0.6, 1.3 + 0.4 * 0.6, 0.6])
-    assert trajectory_returns(traj, 0.8, "max") == pytest.approx([0.8 * 1.3, 1.3, 0.6])
+def test_a_harness_error_turn_is_unknown_not_zero():
+    bad = EvalResult(status=RUNTIME_ERROR, flags=("harness_error",), feedback="the harness failed")
+    new_status = EvalResult(status="harness_error")
+    for failed in (bad, new_status):
+        traj = Trajectory("A", "0", (_turn(0, 1.0), _turn(1, None, result=failed), _turn(2, 2.0)))
+        [s] = build_samples([[traj, Trajectory("A", "1", (_turn(0, 0.5), _turn(1, 0.5), _turn(2, 0.5)))]], _encode)
+        assert s[1].reward is None and s[1].score is None and s[1].status == "harness_error" and s[1].advantage == 0.0
+        assert s[0].reward == pytest.approx(1.3 + 0.16 * 2.3)  # the unknown term is dropped, not scored
+        assert status_shares(s)["harness_error"] == pytest.approx(1 / 6)
 
 
-def test_advantages_are_normalised_within_each_task_only():
-    trajs = [Trajectory("A", "0", (_turn(0, 1.0), _turn(1, 1.0))), Trajectory("A", "1", (_turn(0, 0.0), _turn(1, 0.0))),
-             Trajectory("B", "0", (_turn(0, 5.0),)), Trajectory("B", "1", (_turn(0, 5.0),))]
-    samples = build_samples(trajs, _encode_prompt, _encode_text, gamma=0.4)
-    a = [s.advantage for s in samples if s.task_id == "A"]
-    b = [s.advantage for s in samples if s.task_id == "B"]
-    assert sum(a) == pytest.approx(0.0, abs=1e-9) and a[0] > 0 and a[2] < 0
-    assert b == [0.0, 0.0]  # equal returns within task B: no signal, whatever task A's scale
-    assert [s.ret for s in samples[:2]] == pytest.approx([1.4, 1.0])
+def test_advantages_are_normalised_within_each_group_only():
+    a = [Trajectory("A", "0/0", (_turn(0, 1.0),)), Trajectory("A", "0/1", (_turn(0, None),))]
+    b = [Trajectory("B", "1/0", (_turn(0, 5.0),)), Trajectory("B", "1/1", (_turn(0, 5.0),))]
+    ga, gb = build_samples([a, b], _encode)
+    assert ga[0].advantage > 0 > ga[1].advantage and [s.group for s in ga + gb] == [0, 0, 1, 1]
+    assert [s.advantage for s in gb] == [0.0, 0.0]
 
 
 def test_inherited_turns_are_context_not_samples():
-    traj = Trajectory("A", "r1/0", (_turn(0, 2.0), _turn(1, 0.0)), inherited_turns=1)
-    samples = build_samples([traj], _encode_prompt, _encode_text)
-    assert [s.turn_index for s in samples] == [1]
+    traj = Trajectory("A", "r1/0", (_turn(0, 2.0), _turn(1, None)), inherited_turns=1)
+    [samples] = build_samples([[traj]], _encode)
+    assert [s.turn_index for s in samples] == [1] and samples[0].prompt_ids == (1, 2)
 
 
-def test_missing_token_ids_fall_back_to_tokenising_and_logprobs_must_align():
-    t = _turn(0, 1.0, ids=(), lps=())
-    u = _turn(0, 1.0, ids=(1, 2, 3), lps=(-0.5,))  # misaligned logprobs are dropped, not guessed
-    samples = build_samples([Trajectory("A", "0", (t,)), Trajectory("A", "1", (u,))], _encode_prompt, _encode_text)
-    assert samples[0].completion_ids == (1,) and samples[0].rollout_logprobs == ()
-    assert samples[1].rollout_logprobs == ()
+# ---------------------------------------------------------------- the episode runner's defects
+
+class RecordingPolicy:
+    """Answers every prompt with a fixed kernel and records each call's sampling seed."""
+
+    def __init__(self):
+        self.seeds: list[int] = []
+
+    def generate(self, prompts, sampling: SamplingConfig):
+        self.seeds.append(sampling.seed)
+        return [Completion(text=f"<summary>s</summary>\n```python\nclass ModelNew: pass  # {sampling.seed} {i}\n```",
+                           token_ids=(3, 4), logprobs=(-0.1, -0.1)) for i in range(len(prompts))]
 
 
-def test_collate_aligns_completions_at_one_column():
-    trajs = [Trajectory("A", "0", (_turn(0, 1.0, ids=(7, 8, 9), lps=(-1, -2, -3), prompt="ab"),)),
-             Trajectory("A", "1", (_turn(0, 0.0, ids=(4,), lps=(-4,), prompt="abcd"),))]
-    samples = build_samples(trajs, _encode_prompt, _encode_text)
-    mb = collate(samples, [0, 1], pad_id=0)
-    assert mb.input_ids.tolist() == [[0, 0, 97, 98, 7, 8, 9], [97, 98, 99, 100, 4, 0, 0]]
-    assert mb.attention_mask.tolist() == [[0, 0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 0, 0]]
-    assert mb.position_ids[0].tolist()[2:] == [0, 1, 2, 3, 4]
-    assert mb.completion_mask.tolist() == [[1, 1, 1], [1, 0, 0]]
-    assert mb.rollout_logprobs[0].tolist() == [-1, -2, -3] and torch.isnan(mb.rollout_logprobs[1, 1])
-    assert mb.advantages.tolist() == pytest.approx([samples[0].advantage, samples[1].advantage])
+class InstantEvaluator:
+    def __init__(self, speedup: float = 1.5):
+        self.speedup = speedup
+        self.submitted = 0
+
+    def submit(self, task, src):
+        self.submitted += 1
+        f: Future = Future()
+        f.set_result(EvalResult(status=CORRECT, correct=True, compiled=True, speedup=self.speedup))
+        return f
 
 
-def test_status_shares_cover_every_status():
-    samples = build_samples([Trajectory("A", "0", (_turn(0, 1.0), _turn(1, 0.0)))], _encode_prompt, _encode_text)
-    shares = status_shares(samples)
-    assert shares["correct"] == 0.5 and shares["format_error"] == 0.5 and shares["timeout"] == 0.0
+TASK = Task(id="L1/x", level=1, name="x", origin="test", source="import torch\n")
+TASK2 = Task(id="L1/y", level=1, name="y", origin="test", source="import torch\n")
+
+
+def _runner(policy, evaluator, turns=2, **kw):
+    return EpisodeRunner(policy, evaluator, turns=turns, sampling=SamplingConfig(max_tokens=8, seed=5),
+                         prompt_settings=PromptSettings(device="cpu", hardware="test"), **kw)
+
+
+def test_every_policy_call_of_a_run_gets_its_own_seed():
+    from agent.episode import Job
+
+    policy = RecordingPolicy()
+    _runner(policy, InstantEvaluator(), turns=3).run([Job(task=t, traj_id=str(i)) for t in (TASK, TASK2)
+                                                      for i in range(2)])
+    assert len(policy.seeds) == 6 and len(set(policy.seeds)) == 6
+
+
+def test_turn_scores_follow_the_runs_correctness_weight():
+    from agent.episode import Job
+
+    [traj] = _runner(RecordingPolicy(), InstantEvaluator(1.5), turns=1,
+                     score=ScoreConfig(correctness_weight=1.0).score).run([Job(task=TASK, traj_id="0")])
+    assert traj.turns[0].score == pytest.approx(2.5)
+
+
+def test_a_task_drawn_twice_in_one_batch_gives_two_full_groups():
+    from train.rollout import HarnessRollout
+
+    ev = InstantEvaluator()
+    rollout = HarnessRollout(evaluator=ev, trajectories=3, turns=2, sampling=SamplingConfig(max_tokens=8),
+                             prompt_settings=PromptSettings(device="cpu", hardware="test"))
+    trajs = rollout.collect(RecordingPolicy(), [TASK, TASK2, TASK], step=0, seed=1)
+    assert len(trajs) == 9 and len({(t.task_id, t.traj_id) for t in trajs}) == 9
+    assert [t.task_id for t in trajs] == ["L1/x"] * 3 + ["L1/y"] * 3 + ["L1/x"] * 3
+    assert all(len(t.turns) == 2 for t in trajs) and ev.submitted == 18
+
+
+def test_duplicate_jobs_are_refused():
+    from agent.episode import Job
+
+    with pytest.raises(ValueError, match="share task"):
+        _runner(RecordingPolicy(), InstantEvaluator()).run([Job(task=TASK, traj_id="0")] * 2)
+
+
+def test_collapse_monitor_reads_the_answer_after_the_chain_of_thought():
+    texts = ["<think>\nLet me see.</think>\n<summary>fast</summary>", "<think>hmm</think><summary>x</summary>",
+             "<think>ok</think>\nSure, here", "<think>never closed"]
+    assert [first_word(t) for t in texts] == ["<summary>fast</summary>", "<summary>x</summary>", "Sure,", ""]
+    openings = usual_openings(texts[:2] * 5)
+    assert departing_share(texts[:3], openings) > 0.3
+
+
+def test_prompt_ids_without_the_backends_match_what_the_hf_backend_encodes(tmp_path):
+    from agent.hf_backend import HFPolicy
+    from grpo_synthetic import build_tiny_dir
+    from train.grpo import chat_ids
+
+    policy = HFPolicy.from_pretrained(build_tiny_dir(str(tmp_path / "m")))
+    conv = [{"role": "user", "content": "write a kernel"}]
+    [c] = policy.generate([conv], SamplingConfig(max_tokens=3))
+    assert chat_ids(policy.tokenizer, conv) == list(c.prompt_token_ids)
+
+
+def test_slow_copies_weight_the_warm_start_and_its_loss_floor():
+    import math
+
+    from train.config import SFTConfig
+    from train.sft import loss_floor, solution_examples
+
+    cfg = SFTConfig(tasks=("L1/03_silu",), solution_kinds=("cpu", "cpu_slow"), slow_copies=2, prompt_style="compact",
+                    compact_solutions=True)
+    examples = solution_examples(cfg)
+    assert [e.source for e in examples] == ["cpu", "cpu_slow", "cpu_slow"]
+    floor = loss_floor(examples, [10, 10, 10])
+    assert floor == pytest.approx((math.log(3) + 2 * math.log(1.5)) / 30)
+    assert loss_floor(examples[:2], [10, 10]) == pytest.approx(math.log(2) / 10)
+
+
+def test_pipeline_report_states_plainly_whether_it_learned(tmp_path):
+    import json as _json
+
+    from train.report import write_pipeline_report
+
+    rl = tmp_path / "rl"
+    rl.mkdir()
+    rows = [{"step": i, "reward/mean_score": 0.5 + 0.1 * i, "reward/correct_share": 1.0, "loss/grad_norm": 0.1,
+             "trl/step_time": 3.0, "trl/clip_ratio/region_mean": 0.0} for i in range(3)]
+    (rl / "metrics.jsonl").write_text("".join(_json.dumps(r) + "\n" for r in rows))
+    probe = lambda fast: {"tasks": {"L1/03_silu": {"fast": fast, "slow": 16 - fast, "other": 0}}, "samples": 16,
+                          "fast_share": fast / 16}
+    summary = {"preset": "cpu-tiny", "walls": {"total_s": 60.0}, "wall_s": 60.0, "probe_before": probe(3),
+               "probe_after": probe(12), "bench": {"source": "failed", "error": "x"}, "rl_out": str(rl)}
+    text = open(write_pipeline_report(str(tmp_path), summary)).read()
+    assert "**It learned" in text and "0.19 before RL to 0.75 after" in text
+    summary["probe_after"] = probe(8)
+    assert "**It did not learn" in open(write_pipeline_report(str(tmp_path), summary)).read()

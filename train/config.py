@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 LOSS_NORMS = ("dr_grpo", "grpo", "dapo")
-IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "none")
+IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+VLLM_MODES = ("colocate", "server")
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,10 @@ class SFTConfig:
     """Task ids to take solutions for (e.g. `L1/03_silu`); empty: every task with a solution."""
     solution_kinds: tuple[str, ...] = ("cpu", "cpu_slow")
     """Solution folders to draw from (`cpu`, `cpu_slow`, `cuda`); a task with two kinds gets both."""
+    slow_copies: int = 1
+    """Copies of each `cpu_slow` answer in the solutions data. A memoriser splits its probability by how often
+    each answer appears: 1 starts the policy near 50/50 between the fast and the slow kernel (measured 4 fast
+    / 3 slow of 8 samples), 2 near 1/3 fast, so that RL has to move the share to show it learned."""
     only_correct: bool = True
     """From trajectories: keep only turns the harness judged correct."""
     min_speedup: float = 0.0
@@ -122,41 +127,60 @@ class TrainConfig:
     correctness_weight: float = 0.3
     """Score bonus of a correct kernel, added to its speedup (Kevin-32B: 0.3)."""
     eps_low: float = 0.2
-    """Lower clip of the probability ratio (Kevin-32B: 0.2)."""
+    """Lower clip of the probability ratio (Kevin-32B: 0.2; TRL: `epsilon`)."""
     eps_high: float = 0.28
     """Upper clip of the ratio, wider to keep exploring (Kevin-32B, DAPO: 0.28; TRL: `epsilon_high`)."""
     kl_coef: float = 0.0
-    """KL penalty against the starting policy (Kevin-32B: 0; 0.001/0.01 slowed learning without stopping junk)."""
+    """KL penalty against the starting policy (Kevin-32B: 0; 0.001/0.01 slowed learning without stopping junk;
+    TRL: `beta`)."""
     loss_norm: str = "dr_grpo"
     """Token-loss normalisation: `dr_grpo` (sum / (sequences × max_new_tokens), Kevin-32B's choice),
-    `grpo` (mean per sequence, then over sequences), `dapo` (sum / tokens in the batch). TRL `loss_type` names."""
+    `grpo` (mean per sequence, then over sequences), `dapo` (sum / tokens in the batch). TRL: `loss_type`."""
     grad_steps_per_batch: int = 2
-    """Optimizer steps per batch: the batch is split into this many mini-batches (Kevin-32B: 2)."""
+    """Optimizer steps per batch: the batch is split into this many mini-batches (Kevin-32B: 2). TRL:
+    `steps_per_generation` = this × `gradient_accumulation_steps`."""
+    iterations_per_batch: int = 1
+    """Passes over each batch (TRL: `num_iterations`; Kevin-32B: 1)."""
     micro_batch_size: int = 4
-    """Samples per forward/backward pass (gradient accumulation inside a mini-batch; memory only)."""
+    """Samples per forward/backward pass (TRL: `per_device_train_batch_size`; gradient accumulation fills a
+    mini-batch). A rank's samples per batch must be a multiple of this × `grad_steps_per_batch`."""
     learning_rate: float = 2e-6
     """Constant learning rate after warm-up (Kevin-32B: 2e-6)."""
     warmup_ratio: float = 0.03
-    """Share of `steps` spent warming the learning rate up linearly (Kevin-32B: 3 %)."""
+    """Share of the optimizer steps spent warming the learning rate up linearly (Kevin-32B: 3 %)."""
     grad_clip: float = 0.05
-    """Global gradient-norm clip (Kevin-32B: 0.05, which with Dr. GRPO delayed junk from step ~35 to ~100)."""
+    """Global gradient-norm clip (Kevin-32B: 0.05, which with Dr. GRPO delayed junk from step ~35 to ~100;
+    TRL: `max_grad_norm`)."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
     optimizer: str = "adamw"
-    """`adamw` (Kevin-32B) or `sgd`. SGD for a memorised tiny policy: its update is proportional to the
-    gradient, so tokens the model is sure of (gradient ~0) stay put and only the contested choice moves;
-    AdamW rescales those near-zero gradients to full-size steps, and at lr 3e-4 ten steps turned most
-    answers of the cpu-tiny warm start into unparseable or uncompilable text (measured)."""
+    """`adamw` (Kevin-32B; TRL `optim` adamw_torch) or `sgd`. SGD for a memorised tiny policy: its update is
+    proportional to the gradient, so tokens the model is sure of (gradient ~0) stay put and only the
+    contested choice moves; AdamW rescales those near-zero gradients to full-size steps, and at lr 3e-4 ten
+    steps turned most answers of the cpu-tiny warm start into unparseable or uncompilable text (measured)."""
     is_mode: str = "token_truncate"
-    """Importance-sampling correction between rollout and trainer log-probabilities: `token_truncate`
-    (weight min(ratio, cap)), `token_mask` (weight 0 above cap), `sequence_truncate`, or `none`."""
+    """vLLM only: importance-sampling correction between vLLM's and the trainer's log-probabilities
+    (TRL `vllm_importance_sampling_mode`: token_truncate, token_mask, sequence_truncate, sequence_mask)."""
     is_cap: float = 2.0
-    """Cap of the importance weight (TRL: `vllm_importance_sampling_cap`)."""
-    max_staleness: int = 1
-    """Most optimizer versions the rollout weights may lag the trainer: 0 is on-policy; 1 lets batch b+1 be
-    generated and evaluated while the trainer updates on batch b."""
+    """Cap of that importance weight (TRL: `vllm_importance_sampling_clip_max`)."""
     backend: str = "hf"
-    """Rollout backend: `hf` (transformers, the trainer's own weights; CPU) or `vllm` (GPU, weights synced)."""
+    """Rollout generation: `hf` (transformers `generate` on the trainer's own weights; CPU, or one GPU) or
+    `vllm` (TRL's vLLM integration: weights synced each step, LoRA merged first, prefix cache reset)."""
+    vllm_mode: str = "colocate"
+    """`colocate` (vLLM inside each training process, sharing its GPU) or `server` (`trl vllm-serve` on
+    separate GPUs; see the 32B preset)."""
+    vllm_gpu_memory_utilization: float = 0.3
+    """Colocate: share of each GPU vLLM may take (the trainer needs the rest)."""
+    vllm_enable_sleep_mode: bool = True
+    """Colocate: vLLM releases its weights and KV cache while the trainer updates."""
+    vllm_tensor_parallel_size: int = 1
+    """Colocate: GPUs per vLLM engine."""
+    vllm_server_host: str = "0.0.0.0"
+    """Server mode: host of `trl vllm-serve`."""
+    vllm_server_port: int = 8000
+    """Server mode: port of `trl vllm-serve`."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (memory for time; on for 8B/32B on GPU, off on CPU)."""
     device: str = "cpu"
     """Where the trainer runs and which kernels are asked for (`cpu`: C++ kernels; `cuda`: CUDA kernels)."""
     dtype: str = "float32"
@@ -192,9 +216,16 @@ class TrainConfig:
     correctness and timing trials) costs seconds, and measuring an identical text again only redraws
     timing noise. The first evaluation of each text is complete (correctness, policy checks, timing)."""
     checkpoint_every: int = 10
-    """Save a resumable checkpoint every N steps (and at the end)."""
+    """Save a resumable checkpoint (TRL's: model, optimizer, scheduler, RNG, trainer state) every N steps and
+    at the end, under `checkpoints/checkpoint-K` (K counts optimizer steps: step × grad_steps_per_batch)."""
     keep_checkpoints: int = 2
-    """Checkpoints kept on disk (oldest deleted first)."""
+    """Checkpoints kept on disk (oldest deleted first; TRL `save_total_limit`)."""
+    eval_every: int = 0
+    """Every N steps, run the policy on `eval_tasks` (no update) and log `eval/` metrics (0: never)."""
+    eval_tasks: str = "builtin:heldout"
+    """Held-out tasks of that evaluation (`ORIGIN[:SPLIT]` or ids)."""
+    eval_limit: int = 2
+    """Most held-out tasks per evaluation (0: all)."""
     tensorboard: bool = True
     """Also write metrics as TensorBoard scalars under `tb/`."""
     trackers: tuple[str, ...] = ()
@@ -212,6 +243,11 @@ class TrainConfig:
     """Ray cluster for `executor: ray`: empty starts a local Ray, `auto` joins the cluster this machine is part of."""
     max_in_flight: int = 0
     """Most unfinished evaluations at once; the rollout's submissions wait beyond it (0: no bound)."""
+
+    @property
+    def samples_per_task(self) -> int:
+        """One sample per turn: a task's group is trajectories × turns (TRL: `num_generations`)."""
+        return self.trajectories * self.turns
 
 
 @dataclass(frozen=True)
@@ -292,12 +328,13 @@ def to_dict(config: Any) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
 
 
-def save_config(config: Any, out_dir: str, name: str = "config.json") -> str:
-    """Write the resolved config (every field) beside the run's outputs; returns the path."""
+def save_config(config: Any, out_dir: str, name: str = "config.json", **extra: Any) -> str:
+    """Write the resolved config (every field) beside the run's outputs, with `extra` top-level entries
+    (e.g. the world size a run actually got); returns the path."""
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, name)
     with open(path, "w", encoding="utf-8") as f:
-        json.dump({"command": type(config).__name__, "config": to_dict(config)}, f, indent=2, sort_keys=True)
+        json.dump({"command": type(config).__name__, "config": to_dict(config), **extra}, f, indent=2, sort_keys=True)
     return path
 
 
@@ -309,8 +346,12 @@ def validate_train(config: TrainConfig) -> None:
         raise ValueError(f"is_mode must be one of {IS_MODES}, got {config.is_mode!r}")
     if config.return_mode not in ("sum", "max"):
         raise ValueError(f"return_mode must be sum or max, got {config.return_mode!r}")
-    if config.max_staleness < 0 or config.grad_steps_per_batch < 1 or config.micro_batch_size < 1:
-        raise ValueError("max_staleness >= 0, grad_steps_per_batch >= 1 and micro_batch_size >= 1 are required")
+    if config.grad_steps_per_batch < 1 or config.micro_batch_size < 1 or config.iterations_per_batch < 1:
+        raise ValueError("grad_steps_per_batch, iterations_per_batch and micro_batch_size must be >= 1")
+    if config.samples_per_task < 2:
+        raise ValueError("trajectories × turns must be >= 2 (a group of one sample has no advantage)")
+    if config.vllm_mode not in VLLM_MODES:
+        raise ValueError(f"vllm_mode must be one of {VLLM_MODES}, got {config.vllm_mode!r}")
     if not (0 <= config.eps_low < 1 and config.eps_high >= 0):
         raise ValueError(f"clip range needs 0 <= eps_low < 1 and eps_high >= 0, got {config.eps_low}, {config.eps_high}")
     if config.optimizer not in ("adamw", "sgd"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from typing import Any, Iterable, Sequence
 
@@ -17,9 +18,15 @@ OPENING_MIN_SHARE = 0.1
 starts with it (the most common one always counts)."""
 
 
+_THINK = re.compile(r"<think>.*?(</think>|$)", re.DOTALL)
+
+
 def first_word(text: str) -> str:
-    """The response's opening: its first whitespace-separated word, at most 24 characters."""
-    words = text.strip().split(maxsplit=1)
+    """The response's opening: the first whitespace-separated word of its answer, at most 24 characters.
+
+    Inline chain of thought (`<think>…</think>`, unclosed included) is skipped: a reasoning model (Qwen3)
+    opens every response with `<think>`, so counting that tag as the opening would see no departure ever."""
+    words = _THINK.sub(" ", text).strip().split(maxsplit=1)
     return words[0][:24] if words else ""
 
 

@@ -33,12 +33,19 @@ def ensure_warm_start(preset: str, config: TrainConfig, say=print) -> TrainConfi
     sft_config = load_config(SFTConfig, preset, "sft")
     key = hashlib.sha256(json.dumps(to_dict(replace(sft_config, out="")), sort_keys=True).encode()).hexdigest()[:16]
     out = os.path.join(WARM_START_CACHE, key)
-    if not (Path(out) / "done.json").exists():
-        say(f"warm start: training {sft_config.model} on {sft_config.data} -> {out}")
-        result = sft.main(replace(sft_config, out=out), say=say)
-        (Path(out) / "done.json").write_text(json.dumps(result.__dict__))
-    else:
-        say(f"warm start: reusing {out}")
+    os.makedirs(WARM_START_CACHE, exist_ok=True)
+    import fcntl
+
+    # One trainer at a time: under torchrun every rank gets here before the process group exists; the
+    # first trains, the others wait on the lock and then reuse its output.
+    with open(out + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (Path(out) / "done.json").exists():
+            say(f"warm start: training {sft_config.model} on {sft_config.data} -> {out}")
+            result = sft.main(replace(sft_config, out=out), say=say)
+            (Path(out) / "done.json").write_text(json.dumps(result.__dict__))
+        else:
+            say(f"warm start: reusing {out}")
     return replace(config, model=out)
 
 
@@ -64,7 +71,8 @@ def classify(code: str, refs: dict[str, str]) -> str:
 def probe(model_dir: str, task_ids: list[str], samples: int, config: TrainConfig, seed: int,
           compact: bool = False) -> dict[str, Any]:
     """Sample each task's turn-1 answer `samples` times; count answers whose code equals the fast (`cpu`)
-    or the slow (`cpu_slow`) reference solution, or neither. No harness: the comparison is exact text."""
+    or the slow (`cpu_slow`) reference solution, or neither. No harness: the comparison is exact text.
+    Returns `{"tasks": {id: counts}, "samples": n, "fast_share": fast / n}`."""
     from agent.hf_backend import HFPolicy
     from agent.parsing import parse_response
     from agent.policy import SamplingConfig
@@ -85,7 +93,8 @@ def probe(model_dir: str, task_ids: list[str], samples: int, config: TrainConfig
         for o in outs:
             c[classify(parse_response(o.text).code, refs)] += 1
         counts[task_id] = c
-    return counts
+    n = sum(sum(c.values()) for c in counts.values())
+    return {"tasks": counts, "samples": n, "fast_share": sum(c["fast"] for c in counts.values()) / max(1, n)}
 
 
 def choice_shares(rl_out: str, task_ids: list[str], compact: bool) -> list[dict[str, Any]]:
@@ -94,9 +103,9 @@ def choice_shares(rl_out: str, task_ids: list[str], compact: bool) -> list[dict[
     from agent.episode import Trajectory
 
     refs = {t: reference_codes(t, compact) for t in task_ids}
-    rows = []
-    for path in sorted(Path(rl_out, "trajectories").glob("step_*.jsonl")):
-        c = {"fast": 0, "slow": 0, "other": 0}
+    per_step: dict[int, dict[str, int]] = {}
+    for path in sorted(Path(rl_out, "trajectories").glob("step_*.jsonl")):  # step_N.jsonl, step_N-RANK.jsonl
+        c = per_step.setdefault(int(path.stem.split("_")[1].split("-")[0]), {"fast": 0, "slow": 0, "other": 0})
         with open(path, encoding="utf-8") as f:
             for line in f:
                 try:
@@ -105,9 +114,7 @@ def choice_shares(rl_out: str, task_ids: list[str], compact: bool) -> list[dict[
                     continue
                 if traj.turns and traj.task_id in refs:
                     c[classify(traj.turns[0].candidate, refs[traj.task_id])] += 1
-        n = max(1, sum(c.values()))
-        rows.append({"step": int(path.stem.split("_")[1]), **c, "fast_share": c["fast"] / n})
-    return rows
+    return [{"step": step, **c, "fast_share": c["fast"] / max(1, sum(c.values()))} for step, c in sorted(per_step.items())]
 
 
 def prebuild(config: TrainConfig, task_ids: list[str], compact: bool, say=print) -> dict[str, Any]:
@@ -145,7 +152,7 @@ def held_out_bench(pipe: PipelineConfig, config: TrainConfig, model_dir: str, ou
     return {"source": "evals.run_bench", "out": out, "metrics": outcome.metrics}
 
 
-def run_pipeline(preset: str, out: str, steps: int | None = None, say=print) -> dict[str, Any]:
+def run_pipeline(preset: str, out: str, steps: int | None = None, say=print, seed: int | None = None) -> dict[str, Any]:
     """Every stage into `out`: sft (cached) beside a prebuild of the reference kernels, rl/, bench/,
     report.md with plots; returns the summary."""
     import threading
@@ -156,7 +163,7 @@ def run_pipeline(preset: str, out: str, steps: int | None = None, say=print) -> 
     pipe = load_config(PipelineConfig, preset, "pipeline")
     sft_config = load_config(SFTConfig, preset, "sft")
     compact = sft_config.compact_solutions
-    config = load_config(TrainConfig, preset, "train", {"steps": steps, "out": os.path.join(out, "rl")})
+    config = load_config(TrainConfig, preset, "train", {"steps": steps, "out": os.path.join(out, "rl"), "seed": seed})
     walls: dict[str, float] = {}
     from train.grpo import main as train_main, resolve_tasks
 
@@ -184,7 +191,7 @@ def run_pipeline(preset: str, out: str, steps: int | None = None, say=print) -> 
 
         torch.set_num_threads(config.torch_threads)
     t = time.perf_counter()
-    before = probe(config.model, task_ids, pipe.train_bench_trajectories, config, seed=12345, compact=compact)
+    before = probe(config.model, task_ids, pipe.train_bench_trajectories, config, seed=12345 + config.seed, compact=compact)
     walls["probe_before_s"] = time.perf_counter() - t
     say(f"probe before RL: {before}")
     if builder is not None:
@@ -195,7 +202,8 @@ def run_pipeline(preset: str, out: str, steps: int | None = None, say=print) -> 
     result = train_main(config, say=say)
     walls["rl_s"] = time.perf_counter() - t
     t = time.perf_counter()
-    after = probe(result.final_dir, task_ids, pipe.train_bench_trajectories, config, seed=12345, compact=compact)
+    after = probe(result.final_dir, task_ids, pipe.train_bench_trajectories, config, seed=12345 + config.seed,
+                  compact=compact)
     walls["probe_after_s"] = time.perf_counter() - t
     say(f"probe after RL: {after}")
     t = time.perf_counter()
@@ -206,7 +214,8 @@ def run_pipeline(preset: str, out: str, steps: int | None = None, say=print) -> 
         say(f"held-out bench failed: {bench['error']}")
     walls["bench_s"] = time.perf_counter() - t
     walls["total_s"] = time.perf_counter() - t0
-    summary = {"preset": preset, "sections": sections, "walls": walls, "sft": sft_result, "prebuild": built,
+    summary = {"preset": preset, "sections": sections, "walls": walls, "wall_s": walls["total_s"],
+               "learned": before["fast_share"] <= 1 / 3 and after["fast_share"] >= 2 / 3, "sft": sft_result, "prebuild": built,
                "probe_before": before, "probe_after": after, "choices": choice_shares(result.out_dir, task_ids, compact),
                "bench": bench, "rl_out": result.out_dir}
     with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as f:

@@ -23,7 +23,7 @@ def _plot_curves(records: list[dict[str, float]], path: str) -> None:
     axes[0].set_ylabel("score (0.3·correct + speedup)")
     axes[0].legend(fontsize=7)
     axes[0].set_title("reward/")
-    for key in ("reward/correct_share", "rollout/opening_departure_share", "loss/clip_fraction"):
+    for key in ("reward/correct_share", "rollout/opening_departure_share", "trl/clip_ratio/region_mean"):
         axes[1].plot(steps, [r.get(key, 0.0) for r in records], marker=".", label=key)
     axes[1].set_xlabel("step")
     axes[1].legend(fontsize=7)
@@ -111,10 +111,10 @@ def write_pipeline_report(out: str, summary: dict[str, Any]) -> str:
         for r in records:
             lines.append(f"| {int(r['step'])} | {r['reward/mean_score']:.3f} | {r['reward/correct_share']:.2f} | "
                          f"{r.get('rollout/status_format_error', 0):.2f} / {r.get('rollout/status_compile_error', 0):.2f} / "
-                         f"{r.get('rollout/status_correct', 0):.2f} | {r['loss/clip_fraction']:.3f} | "
-                         f"{r['loss/grad_norm']:.3g} | {r['perf/step_s']:.1f} |")
-        perf = ["perf/step_s", "perf/rollout_s", "perf/update_s", "perf/generate_tokens_per_s",
-                "perf/eval_wait_share", "perf/evaluations_per_s", "perf/trainer_wait_s"]
+                         f"{r.get('rollout/status_correct', 0):.2f} | {r.get('trl/clip_ratio/region_mean', 0):.3f} | "
+                         f"{r.get('loss/grad_norm', 0):.3g} | {r.get('trl/step_time', 0):.1f} |")
+        perf = ["trl/step_time", "perf/rollout_s", "perf/generate_s", "perf/generate_tokens_per_s",
+                "perf/eval_wait_share", "perf/evaluations_per_s"]
         lines += ["", "Perf (mean over steps): " + ", ".join(f"`{p}` {_mean(records, p):.3g}" for p in perf), ""]
     choices = summary.get("choices") or []
     if choices:
@@ -123,8 +123,13 @@ def write_pipeline_report(out: str, summary: dict[str, Any]) -> str:
                   "| step | fast | slow | other | fast share |", "|---|---|---|---|---|"]
         lines += [f"| {c['step']} | {c['fast']} | {c['slow']} | {c['other']} | {c['fast_share']:.2f} |" for c in choices]
         lines.append("")
-    before, after = summary["probe_before"], summary["probe_after"]
+    pb, pa = summary["probe_before"], summary["probe_after"]
+    before, after = pb["tasks"], pa["tasks"]
     _plot_probe(before, after, os.path.join(out, "probe.png"))
+    verdict = ("It learned" if pb["fast_share"] <= 1 / 3 and pa["fast_share"] >= 2 / 3 else
+               "It did not learn (the bar is a fast share of at most 1/3 before RL and at least 2/3 after)")
+    lines[3:3] = [f"**{verdict}: the faster correct kernel's share of {pa['samples']} probe samples went from "
+                  f"{pb['fast_share']:.2f} before RL to {pa['fast_share']:.2f} after, in {summary['wall_s']:.0f} s.**", ""]
     lines += ["## Fast vs slow kernel, before and after RL", "", "![probe](probe.png)", "",
               "| task | before: fast / slow / other | after: fast / slow / other |", "|---|---|---|"]
     for t in before:

@@ -118,7 +118,8 @@ def solution_examples(config: SFTConfig) -> list[Example]:
         for kind in config.solution_kinds:
             sol = find_solution(task_id, kind)
             if sol is not None:
-                examples.append(Example(task_id, kind, prompt, solution_answer(sol.source, config.compact_solutions)))
+                copies = config.slow_copies if kind == "cpu_slow" else 1
+                examples += [Example(task_id, kind, prompt, solution_answer(sol.source, config.compact_solutions))] * copies
     return examples
 
 
@@ -188,13 +189,18 @@ def _stop_callback(target: float, window: int, log_path: str):
 
 
 def loss_floor(examples: list[Example], answer_tokens: list[int]) -> float:
-    """Lowest mean per-token loss a perfect memoriser reaches on these examples: a prompt with k distinct
-    answers costs ln k on the token where they part (the model can at best split its probability evenly),
-    spread over each answer's tokens; averaged over examples, as single-example steps sample them."""
-    answers: dict[str, set[str]] = {}
+    """Lowest mean per-token loss a perfect memoriser reaches on these examples: where a prompt's answers
+    part, an answer given c times out of the prompt's m examples costs −ln(c/m) (ln k for k distinct answers
+    given once each), spread over the answer's tokens; averaged over examples, as single-example steps
+    sample them."""
+    counts: dict[str, dict[str, int]] = {}
     for e in examples:
-        answers.setdefault(json.dumps(e.prompt), set()).add(e.answer)
-    per = [math.log(len(answers[json.dumps(e.prompt)])) / max(1, n) for e, n in zip(examples, answer_tokens)]
+        by_answer = counts.setdefault(json.dumps(e.prompt), {})
+        by_answer[e.answer] = by_answer.get(e.answer, 0) + 1
+    per = []
+    for e, n in zip(examples, answer_tokens):
+        by_answer = counts[json.dumps(e.prompt)]
+        per.append(-math.log(by_answer[e.answer] / sum(by_answer.values())) / max(1, n))
     return sum(per) / max(1, len(per))
 
 
