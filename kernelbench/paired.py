@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 
 from kernelbench import sandbox
-from kernelbench.timing import Channel
+from kernelbench.timing import MIN_TRIALS, Channel
 
 REFERENCE_STOPPED = "the reference stopped answering"
 
@@ -98,14 +98,18 @@ class Plan:
     trials_per_block: int
 
 
-def plan(trials: int, rounds: int, budget_s: float, ref_call_ms: float, cand_call_ms: float) -> Plan:
+def plan(trials: int, rounds: int, budget_s: float, ref_call_ms: float, cand_call_ms: float,
+         floor: int = MIN_TRIALS) -> Plan:
     """Rounds and block size: `trials` per side in `rounds` blocks, fewer when a side's calls are slow enough
-    that the trials would pass `budget_s` (each side's budget, as in `timing.measure`); at least 5 rounds of 1."""
+    that the trials would pass `budget_s` (each side's budget, as in `timing.measure`); at least 5 rounds of 1,
+    and never fewer than `min(floor, trials)` trials per side: the candidate's own warm-up time (its `ready`
+    line) sets `cand_call_ms`, so a slow warm-up must not buy a short timing."""
     per_call_s = max(ref_call_ms, cand_call_ms, 1e-4) / 1e3
     rounds = max(1, min(rounds, trials))
     if rounds * per_call_s > budget_s:
         rounds = max(min(5, trials), int(budget_s / per_call_s))
     per_block = max(1, min(math.ceil(trials / rounds), int(budget_s / (rounds * per_call_s))))
+    per_block = max(per_block, math.ceil(min(floor, trials) / rounds))
     return Plan(rounds, per_block)
 
 
@@ -120,6 +124,28 @@ class Pairing:
     """Why the pairing ended early ("" when every round ran)."""
     reference_block_wall_s: tuple[float, ...] = ()
     """Each reference block, likewise (the candidate frozen before the clock starts)."""
+    candidate_block_cpu_s: tuple[float, ...] = ()
+    """CPU time every process of the candidate's sandbox used in each block, as the kernel accounts it
+    (`sandbox_cpu_s`); empty when it could not be read."""
+
+
+def sandbox_cpu_s(child: sandbox.RunningChild) -> float | None:
+    """CPU time used so far by every thread of every process in `child`'s sandbox (kernel accounting, in ns,
+    from /proc/<pid>/task/<tid>/schedstat), or None when /proc does not say. The candidate cannot forge it."""
+    total_ns, seen = 0, False
+    for pid in sandbox._sandbox_pids(child.proc.pid, child.uid):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                    total_ns += int(f.read().split()[0])
+                seen = True
+            except (OSError, ValueError, IndexError):
+                continue
+    return total_ns / 1e9 if seen else None
 
 
 def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_child: sandbox.RunningChild,
@@ -127,6 +153,7 @@ def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_ch
     """Alternate blocks between the two ready children (reference first in even rounds)."""
     walls: list[float] = []
     ref_walls: list[float] = []
+    cpus: list[float | None] = []
     for r in range(p.rounds):
         for side in ((0, 1) if r % 2 == 0 else (1, 0)):
             if side == 0:
@@ -138,12 +165,20 @@ def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_ch
                 if not ok:
                     return Pairing(r, tuple(walls), REFERENCE_STOPPED, tuple(ref_walls))
             else:
+                c0 = sandbox_cpu_s(cand_child)
                 t0 = time.perf_counter()
                 ok = cand.send(f"T {p.trials_per_block}") and cand.receive(cand_child.deadline) == "done"
                 if not ok:
-                    return Pairing(r, tuple(walls), "the candidate stopped answering", tuple(ref_walls))
+                    return Pairing(r, tuple(walls), "the candidate stopped answering", tuple(ref_walls),
+                                   _cpu_tuple(cpus))
                 walls.append(time.perf_counter() - t0)
-    return Pairing(p.rounds, tuple(walls), reference_block_wall_s=tuple(ref_walls))
+                c1 = sandbox_cpu_s(cand_child)
+                cpus.append(c1 - c0 if c0 is not None and c1 is not None else None)
+    return Pairing(p.rounds, tuple(walls), reference_block_wall_s=tuple(ref_walls), candidate_block_cpu_s=_cpu_tuple(cpus))
+
+
+def _cpu_tuple(cpus: list[float | None]) -> tuple[float, ...]:
+    return () if any(c is None for c in cpus) else tuple(c for c in cpus if c is not None)
 
 
 def block_medians(blocks: object, rounds: int) -> list[float] | None:
@@ -171,32 +206,73 @@ def overruns(blocks: object, walls: tuple[float, ...]) -> str:
 
 
 UNACCOUNTED_RATIO = 1.5
-"""How much more of a block's wall time a candidate's reported trials may leave unaccounted for than the
-reference's trials leave of its block (medians over blocks), plus UNACCOUNTED_SLACK."""
+"""How much more CPU time outside its reported trials a candidate's block may use than the reference's
+trusted untimed work takes (medians over blocks), plus UNACCOUNTED_SLACK."""
 UNACCOUNTED_SLACK = (0.05, 0.001)
-"""(fraction of the candidate's median block wall time, seconds): noise allowance per block."""
+"""(fraction of the candidate's median block, seconds): noise allowance per block."""
 
 
-def unaccounted(ref_blocks: object, ref_walls: tuple[float, ...], cand_blocks: object,
-                cand_walls: tuple[float, ...]) -> str:
+def _sums_s(blocks: object, n: int) -> list[float] | None:
+    try:
+        sums = [sum(float(t) for t in b) / 1e3 for b in blocks[:n]]  # type: ignore[index]
+    except (TypeError, ValueError):
+        return None
+    return sums if len(sums) == n else None
+
+
+def _block_medians_s(blocks: object, n: int) -> list[float] | None:
+    try:
+        return [statistics.median(float(t) for t in b) / 1e3 if b else 0.0 for b in blocks[:n]]  # type: ignore[index]
+    except (TypeError, ValueError, statistics.StatisticsError):
+        return None
+
+
+def unaccounted(ref_untimed_cpu_s: object, cand_blocks: object, cand_cpu_s: tuple[float, ...], checks: int,
+                ref_blocks: object = None, ref_walls: tuple[float, ...] = (),
+                cand_walls: tuple[float, ...] = ()) -> str:
     """Empty unless the candidate's reported trial times leave much more of its blocks unaccounted for than
-    the reference's leave of theirs.
+    the trusted untimed work explains.
 
     Why: `overruns` catches a child that reports MORE time than it took; this catches one that reports LESS,
     the profitable lie (a candidate that rewrote the timing loop's list from inside `forward` reported
-    20000x with correct outputs). Outside its timed calls each block does the same trusted work in both
-    children (loading fresh inputs into the same shapes, the loop itself, the pipe), so the time the trials
-    do not account for should match between the two; time a candidate hides from its trials shows up there.
-    Medians over blocks: a scheduling hiccup lands in one block, while a lie that moves the median of the
-    round ratios has to be told in most of them. What it cannot see: a lie smaller than the untimed work's
-    noise, so a kernel much faster than loading its inputs can still shade its times (docs/harness.md)."""
+    20000x with correct outputs). The measure is CPU time, as the kernel accounts it for the candidate's whole
+    sandbox (`sandbox_cpu_s`): a trial's wall time is never less than the CPU time it used, so an honest
+    block's CPU time minus its reported trials is at most its untimed work (loading fresh inputs, the check
+    call, reporting), which the reference child measures for the same work in its own blocks
+    (`timing.Measurement.untimed_cpu_s`, trusted). CPU time does not grow while a process waits for a core, so
+    a busy machine (2x oversubscribed) stretches neither side of the comparison; the wall-time version of this
+    rule rejected an honest kernel there ("1.852 ms of 6.968 ms"). The check call in a block (one while any
+    remain, `checks` in all) is allowed one median trial. Medians over blocks: a lie that moves the median of
+    the round ratios has to be told in most blocks. What it cannot see: a lie smaller than the untimed work's
+    noise, and on a busy machine a candidate reporting its CPU time instead of its wall time (docs/harness.md).
+    Without CPU readings (`cand_cpu_s` empty) the wall times are compared instead (`unaccounted_wall`)."""
+    n = len(cand_cpu_s)
+    if not n:
+        return unaccounted_wall(ref_blocks, ref_walls, cand_blocks, cand_walls)
+    sums, medians = _sums_s(cand_blocks, n), _block_medians_s(cand_blocks, n)
     try:
-        n = min(len(ref_walls), len(cand_walls))
-        ref_sums = [sum(float(t) for t in b) / 1e3 for b in ref_blocks[:n]]  # type: ignore[index]
-        cand_sums = [sum(float(t) for t in b) / 1e3 for b in cand_blocks[:n]]  # type: ignore[index]
+        ref = [float(u) for u in ref_untimed_cpu_s[:n]]  # type: ignore[index]
     except (TypeError, ValueError):
+        ref = []
+    if sums is None or medians is None or len(ref) < n:
         return "malformed timing blocks"
-    if len(ref_sums) < n or len(cand_sums) < n:
+    gaps = [c - s - (m if i < checks else 0.0) for i, (c, s, m) in enumerate(zip(cand_cpu_s, sums, medians))]
+    gap, ref_gap, cand_cpu = statistics.median(gaps), statistics.median(ref), statistics.median(cand_cpu_s)
+    frac, abs_s = UNACCOUNTED_SLACK
+    if not gap <= UNACCOUNTED_RATIO * ref_gap + frac * cand_cpu + abs_s:  # NaN fails too
+        return (f"per block (median of {n}), its reported trials account for {1e3 * (cand_cpu - gap):.3f} ms of the "
+                f"{1e3 * cand_cpu:.3f} ms of CPU time its sandbox used; the reference's untimed work takes "
+                f"{1e3 * ref_gap:.3f} ms")
+    return ""
+
+
+def unaccounted_wall(ref_blocks: object, ref_walls: tuple[float, ...], cand_blocks: object,
+                     cand_walls: tuple[float, ...]) -> str:
+    """The wall-time form of `unaccounted` (no CPU readings): the time the candidate's trials leave unaccounted
+    for in its blocks against the same for the reference's, medians over blocks."""
+    n = min(len(ref_walls), len(cand_walls))
+    ref_sums, cand_sums = _sums_s(ref_blocks, n), _sums_s(cand_blocks, n)
+    if ref_sums is None or cand_sums is None:
         return "malformed timing blocks"
     if n == 0:
         return ""
