@@ -152,6 +152,8 @@ def run_reference(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
     model = problem.Model(*init_inputs).to(device)
     sets = make_input_sets(problem.get_inputs, seeds)
     timing_sets = make_timing_sets(problem.get_inputs, seeds) if job["timing_trials"] > 0 else []
+    if job["timing_trials"] > 0 and not timing_sets:  # no timing seeds (a baseline with no candidate to judge)
+        timing_sets = [clone_args(s) for s in sets[: job["timing_input_sets"]]]
     outputs, structures, timing_outputs = [], [], []
     with torch.no_grad():
         for s in sets:
