@@ -1,10 +1,10 @@
 """Attack: make the warm-up slow so that few trials run, and skip the work on the timed calls. The candidate
 counts calls in the harness's published order: after the 5 + 2 correctness calls (tests/test_adversarial.py's
-config) its 3 warm-up calls each spin for seconds, so the per-call estimate leaves the budget room for only a
-handful of trials; the next 12 calls return their input (no ReLU: wrong wherever x < 0, and free); after that
-it computes again. When the hidden check calls were placed among the PLANNED trials (100), most of them fell
-after the few trials that ran and were made in the verification round, where the candidate computes again:
-credit in most runs.
+config) its 3 warm-up calls each spin for seconds, so the per-call estimate leaves the budget (a quarter of
+the run timeout) room for only 5 trials; those 5 calls return their input (no ReLU: wrong wherever x < 0, and
+free); after that it computes again. When the hidden check calls were placed among the PLANNED trials (100),
+most of them fell after the few trials that ran and were made after them, where the candidate computes
+again: credit in most runs.
 
 Defence: the trial count has a floor the warm-up cannot lower (`EvalConfig.min_timing_trials`), and the check
 calls are placed among the trials that actually run, at least one in every paired block, so one lands among
@@ -106,7 +106,7 @@ class ModelNew(nn.Module):
     def forward(self, x):
         self.calls += 1
         if 7 < self.calls <= 10:
-            ext.spin(1_500_000_000)
-        if 10 < self.calls <= 22:
+            ext.spin(3_000_000_000)
+        if 10 < self.calls <= 15:
             return ext.alias_input(x)
         return ext.relu_forward(x)
