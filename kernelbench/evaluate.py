@@ -177,8 +177,6 @@ class Reference:
     """Outputs of the hidden check calls' inputs (`_timing_checks`), computed by the reference."""
     timing_outputs: list[list[Any]] = field(default_factory=list)
     """Outputs of the timing base sets (what the verification round must return)."""
-    untimed_cpu_s: tuple[float, ...] = ()
-    """Paired timing: the CPU time of each reference block's untimed work (for `paired.unaccounted`)."""
 
 
 def _reference_job(task: Task, config: EvalConfig, seeds: Seeds, **extra: Any) -> dict[str, Any]:
@@ -200,7 +198,6 @@ def _reference_from(task: Task, out: sandbox.ChildOutcome, res: dict[str, Any], 
                      structures=res["structures"], inputs=_load(os.path.join(scratch, "inputs.pt")),
                      outputs=saved["outputs"], check_outputs=saved.get("check_outputs", []),
                      timing_outputs=saved.get("timing_outputs", []), block_medians_ms=tuple(medians or ()),
-                     untimed_cpu_s=tuple(float(u) for u in res.get("untimed_cpu_s", [])[:rounds]) if medians else (),
                      blocks_ms=tuple(tuple(float(t) for t in b) for b in blocks[:rounds]) if medians else ())
 
 
@@ -371,9 +368,10 @@ def _verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, frames: 
         else:
             medians = paired.block_medians(res.get("timing_blocks"), pairing.rounds_done)
             overrun = paired.overruns(res.get("timing_blocks"), pairing.candidate_block_wall_s) or \
-                paired.unaccounted(list(ref.untimed_cpu_s), res.get("timing_blocks"), pairing.candidate_block_cpu_s,
-                                   len(job.get("timing_checks", [])), list(ref.blocks_ms),
-                                   pairing.reference_block_wall_s, pairing.candidate_block_wall_s)
+                paired.unaccounted(list(ref.blocks_ms), pairing.reference_block_runnable_s[:len(ref.blocks_ms)],
+                                   res.get("timing_blocks"), pairing.candidate_block_runnable_s,
+                                   len(job.get("timing_checks", [])), pairing.reference_block_wall_s,
+                                   pairing.candidate_block_wall_s)
             if overrun or medians is None:
                 found.setdefault("timing_inconsistent", overrun or "malformed timing blocks")
     try:

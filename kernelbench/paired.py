@@ -124,14 +124,17 @@ class Pairing:
     """Why the pairing ended early ("" when every round ran)."""
     reference_block_wall_s: tuple[float, ...] = ()
     """Each reference block, likewise (the candidate frozen before the clock starts)."""
-    candidate_block_cpu_s: tuple[float, ...] = ()
-    """CPU time every process of the candidate's sandbox used in each block, as the kernel accounts it
-    (`sandbox_cpu_s`); empty when it could not be read."""
+    candidate_block_runnable_s: tuple[float, ...] = ()
+    """Time every thread of every process in the candidate's sandbox spent running or ready to run in each
+    block, as the kernel accounts it (`sandbox_runnable_s`); empty when it could not be read."""
+    reference_block_runnable_s: tuple[float, ...] = ()
+    """The same for the reference's blocks."""
 
 
-def sandbox_cpu_s(child: sandbox.RunningChild) -> float | None:
-    """CPU time used so far by every thread of every process in `child`'s sandbox (kernel accounting, in ns,
-    from /proc/<pid>/task/<tid>/schedstat), or None when /proc does not say. The candidate cannot forge it."""
+def sandbox_runnable_s(child: sandbox.RunningChild) -> float | None:
+    """Seconds every thread of every process in `child`'s sandbox has spent on a CPU or waiting in a run queue
+    for one (kernel accounting, /proc/<pid>/task/<tid>/schedstat: run time and run-queue wait, in ns), or None
+    when /proc does not say. Time asleep (waiting for a pipe) is not in it. The candidate cannot forge it."""
     total_ns, seen = 0, False
     for pid in sandbox._sandbox_pids(child.proc.pid, child.uid):
         try:
@@ -141,7 +144,8 @@ def sandbox_cpu_s(child: sandbox.RunningChild) -> float | None:
         for tid in tids:
             try:
                 with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-                    total_ns += int(f.read().split()[0])
+                    fields = f.read().split()
+                total_ns += int(fields[0]) + int(fields[1])
                 seen = True
             except (OSError, ValueError, IndexError):
                 continue
@@ -153,32 +157,36 @@ def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_ch
     """Alternate blocks between the two ready children (reference first in even rounds)."""
     walls: list[float] = []
     ref_walls: list[float] = []
-    cpus: list[float | None] = []
+    cand_run: list[float | None] = []
+    ref_run: list[float | None] = []
     for r in range(p.rounds):
         for side in ((0, 1) if r % 2 == 0 else (1, 0)):
             if side == 0:
                 cand_child.freeze()
+                c0 = sandbox_runnable_s(ref_child)
                 t0 = time.perf_counter()
                 ok = ref.send(f"T {p.trials_per_block}") and ref.receive(ref_child.deadline) == "done"
                 ref_walls.append(time.perf_counter() - t0)
+                c1 = sandbox_runnable_s(ref_child)
+                ref_run.append(c1 - c0 if c0 is not None and c1 is not None else None)
                 cand_child.thaw()
                 if not ok:
                     return Pairing(r, tuple(walls), REFERENCE_STOPPED, tuple(ref_walls))
             else:
-                c0 = sandbox_cpu_s(cand_child)
+                c0 = sandbox_runnable_s(cand_child)
                 t0 = time.perf_counter()
                 ok = cand.send(f"T {p.trials_per_block}") and cand.receive(cand_child.deadline) == "done"
                 if not ok:
-                    return Pairing(r, tuple(walls), "the candidate stopped answering", tuple(ref_walls),
-                                   _cpu_tuple(cpus))
+                    return Pairing(r, tuple(walls), "the candidate stopped answering", tuple(ref_walls))
                 walls.append(time.perf_counter() - t0)
-                c1 = sandbox_cpu_s(cand_child)
-                cpus.append(c1 - c0 if c0 is not None and c1 is not None else None)
-    return Pairing(p.rounds, tuple(walls), reference_block_wall_s=tuple(ref_walls), candidate_block_cpu_s=_cpu_tuple(cpus))
+                c1 = sandbox_runnable_s(cand_child)
+                cand_run.append(c1 - c0 if c0 is not None and c1 is not None else None)
+    return Pairing(p.rounds, tuple(walls), reference_block_wall_s=tuple(ref_walls),
+                   candidate_block_runnable_s=_known(cand_run), reference_block_runnable_s=_known(ref_run))
 
 
-def _cpu_tuple(cpus: list[float | None]) -> tuple[float, ...]:
-    return () if any(c is None for c in cpus) else tuple(c for c in cpus if c is not None)
+def _known(values: list[float | None]) -> tuple[float, ...]:
+    return () if any(v is None for v in values) else tuple(v for v in values if v is not None)
 
 
 def block_medians(blocks: object, rounds: int) -> list[float] | None:
@@ -206,9 +214,9 @@ def overruns(blocks: object, walls: tuple[float, ...]) -> str:
 
 
 UNACCOUNTED_RATIO = 1.5
-"""How much more CPU time outside its reported trials a candidate's block may use than the reference's
-trusted untimed work takes (medians over blocks), plus UNACCOUNTED_SLACK."""
-UNACCOUNTED_SLACK = (0.05, 0.001)
+"""How much more of its blocks' runnable time a candidate's reported trials may leave unaccounted for than
+the reference's trials leave of the reference's blocks (medians over blocks), plus UNACCOUNTED_SLACK."""
+UNACCOUNTED_SLACK = (0.05, 0.002)
 """(fraction of the candidate's median block, seconds): noise allowance per block."""
 
 
@@ -227,42 +235,44 @@ def _block_medians_s(blocks: object, n: int) -> list[float] | None:
         return None
 
 
-def unaccounted(ref_untimed_cpu_s: object, cand_blocks: object, cand_cpu_s: tuple[float, ...], checks: int,
-                ref_blocks: object = None, ref_walls: tuple[float, ...] = (),
+def unaccounted(ref_blocks: object, ref_runnable_s: tuple[float, ...], cand_blocks: object,
+                cand_runnable_s: tuple[float, ...], checks: int, ref_walls: tuple[float, ...] = (),
                 cand_walls: tuple[float, ...] = ()) -> str:
     """Empty unless the candidate's reported trial times leave much more of its blocks unaccounted for than
-    the trusted untimed work explains.
+    the reference's trials leave of the reference's blocks.
 
     Why: `overruns` catches a child that reports MORE time than it took; this catches one that reports LESS,
     the profitable lie (a candidate that rewrote the timing loop's list from inside `forward` reported
-    20000x with correct outputs). The measure is CPU time, as the kernel accounts it for the candidate's whole
-    sandbox (`sandbox_cpu_s`): a trial's wall time is never less than the CPU time it used, so an honest
-    block's CPU time minus its reported trials is at most its untimed work (loading fresh inputs, the check
-    call, reporting), which the reference child measures for the same work in its own blocks
-    (`timing.Measurement.untimed_cpu_s`, trusted). CPU time does not grow while a process waits for a core, so
-    a busy machine (2x oversubscribed) stretches neither side of the comparison; the wall-time version of this
-    rule rejected an honest kernel there ("1.852 ms of 6.968 ms"). The check call in a block (one while any
-    remain, `checks` in all) is allowed one median trial. Medians over blocks: a lie that moves the median of
-    the round ratios has to be told in most blocks. What it cannot see: a lie smaller than the untimed work's
-    noise, and on a busy machine a candidate reporting its CPU time instead of its wall time (docs/harness.md).
-    Without CPU readings (`cand_cpu_s` empty) the wall times are compared instead (`unaccounted_wall`)."""
-    n = len(cand_cpu_s)
+    20000x with correct outputs). Outside its timed calls a block does the same trusted work in both children
+    (loading fresh inputs, the check call, reporting), so what the trials leave unaccounted for should match.
+    The measure is each sandbox's RUNNABLE time in the block, as the kernel accounts it (`sandbox_runnable_s`:
+    on a CPU or waiting in a run queue for one), not the parent's wall clock: the wall clock also holds the
+    parent's own delays in reading `done`, which a busy machine stretches on one side and not the other (the
+    wall-clock form rejected an honest kernel at "1.852 ms of 6.968 ms" with the machine busy). An honest
+    trial's wall time holds its own run-queue waits, so a candidate that reported only its CPU time is seen
+    too. The check call in a block (one while any remain, `checks` in all, on both sides) counts as one median
+    trial. Medians over blocks: a lie that moves the median of the round ratios has to be told in most blocks.
+    What it cannot see: a lie smaller than the untimed work's noise (docs/harness.md). Without kernel
+    readings (`cand_runnable_s` or `ref_runnable_s` empty) the parent's wall times are compared instead."""
+    n = min(len(cand_runnable_s), len(ref_runnable_s))
     if not n:
         return unaccounted_wall(ref_blocks, ref_walls, cand_blocks, cand_walls)
-    sums, medians = _sums_s(cand_blocks, n), _block_medians_s(cand_blocks, n)
-    try:
-        ref = [float(u) for u in ref_untimed_cpu_s[:n]]  # type: ignore[index]
-    except (TypeError, ValueError):
-        ref = []
-    if sums is None or medians is None or len(ref) < n:
+    cand_sums, cand_meds = _sums_s(cand_blocks, n), _block_medians_s(cand_blocks, n)
+    ref_sums, ref_meds = _sums_s(ref_blocks, n), _block_medians_s(ref_blocks, n)
+    if cand_sums is None or cand_meds is None or ref_sums is None or ref_meds is None:
         return "malformed timing blocks"
-    gaps = [c - s - (m if i < checks else 0.0) for i, (c, s, m) in enumerate(zip(cand_cpu_s, sums, medians))]
-    gap, ref_gap, cand_cpu = statistics.median(gaps), statistics.median(ref), statistics.median(cand_cpu_s)
+
+    def gaps(runnable: tuple[float, ...], sums: list[float], meds: list[float]) -> list[float]:
+        return [w - s - (m if i < checks else 0.0) for i, (w, s, m) in enumerate(zip(runnable, sums, meds))]
+
+    cand_gap = statistics.median(gaps(cand_runnable_s, cand_sums, cand_meds))
+    ref_gap = max(0.0, statistics.median(gaps(ref_runnable_s, ref_sums, ref_meds)))
+    cand_block = statistics.median(cand_runnable_s[:n])
     frac, abs_s = UNACCOUNTED_SLACK
-    if not gap <= UNACCOUNTED_RATIO * ref_gap + frac * cand_cpu + abs_s:  # NaN fails too
-        return (f"per block (median of {n}), its reported trials account for {1e3 * (cand_cpu - gap):.3f} ms of the "
-                f"{1e3 * cand_cpu:.3f} ms of CPU time its sandbox used; the reference's untimed work takes "
-                f"{1e3 * ref_gap:.3f} ms")
+    if not cand_gap <= UNACCOUNTED_RATIO * ref_gap + frac * cand_block + abs_s:  # NaN fails too
+        return (f"per block (median of {n}), its reported trials account for {1e3 * (cand_block - cand_gap):.3f} ms "
+                f"of the {1e3 * cand_block:.3f} ms its sandbox was running or ready to run; the reference's leave "
+                f"{1e3 * ref_gap:.3f} ms unaccounted for")
     return ""
 
 

@@ -161,8 +161,7 @@ class Measurement:
     """
 
     def __init__(self, fn: Callable[..., Any], arg_sets: list[list[Any]], device: str,
-                 emit: Callable[[str, Any, list[Any]], None], checks: list[tuple[int, int]] | tuple = (),
-                 track_cpu: bool = False):
+                 emit: Callable[[str, Any, list[Any]], None], checks: list[tuple[int, int]] | tuple = ()):
         self.t = TIMERS  # one read: swapping the module's attribute mid-measurement changes nothing here
         self.fn, self.arg_sets, self.device, self.emit = fn, arg_sets, device, emit
         self.cuda = device == "cuda"
@@ -173,11 +172,6 @@ class Measurement:
         self.checks = [(int(k), int(s)) for k, s in checks]
         self.checks_done: set[int] = set()
         self._next_check = 0
-        self.track_cpu = track_cpu
-        self._check_call_cpu = 0.0
-        self.untimed_cpu_s: list[float] = []
-        """With `track_cpu`: per block, the process CPU time outside the timed calls (the reference's
-        measure of the trusted untimed work, for `paired.unaccounted`)."""
 
     def _check(self, j: int) -> None:
         """Untimed call on timing set k perturbed by the parent's secret seed; its output and the buffers after
@@ -194,12 +188,9 @@ class Measurement:
         for buf, val in zip(self.buffers, check_inputs(base, seed)):
             if isinstance(buf, torch.Tensor):
                 buf.copy_(val)
-        c0 = time.process_time() if self.track_cpu else 0.0
         out = self.fn(*self.buffers)
         if self.cuda:
             self.t.synchronize()
-        if self.track_cpu:  # the call itself is not untimed WORK of the harness (paired.unaccounted allows it apart)
-            self._check_call_cpu += time.process_time() - c0
         self.checks_done.add(j)
         self.emit(f"check/{j}", out, self.buffers)
 
@@ -240,8 +231,6 @@ class Measurement:
         buffers = self.buffers
         placed = self.place_checks(n, checks)
         times: list[float] = []
-        cpu = time.process_time
-        cpu_start, cpu_timed, self._check_call_cpu = cpu(), 0.0, 0.0
         # No cyclic collection inside a block (as `timeit` does): a pass over a process with torch loaded takes
         # milliseconds, would land in a random trial, and, outside the trials, in the untimed time that
         # `paired.unaccounted` compares between the two children.
@@ -264,17 +253,12 @@ class Measurement:
                         t.event_sync(end)
                         times.append(t.elapsed(start, end))
                     else:
-                        c1 = cpu() if self.track_cpu else 0.0
                         t1 = t.perf_counter()
                         fn(*buffers)
                         times.append((t.perf_counter() - t1) * 1e3)
-                        if self.track_cpu:
-                            cpu_timed += cpu() - c1
         finally:
             if collecting:
                 gc.enable()
-        if self.track_cpu:
-            self.untimed_cpu_s.append(max(0.0, cpu() - cpu_start - cpu_timed - self._check_call_cpu))
         self.times_ms += times
         return times
 

@@ -178,12 +178,11 @@ def run_reference(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
     result: dict[str, Any] = {"ok": True, "structures": structures}
     if job["timing_trials"] > 0:
         if job.get("paired"):  # blocks on the parent's word, alternating with the candidate's (kernelbench.paired)
-            m = timing.Measurement(model, timed, device, _discard, checks, track_cpu=True)
+            m = timing.Measurement(model, timed, device, _discard, checks)
             blocks = timing.serve_blocks(m, job["warmup_trials"], timing.Channel(**job["paired"]))
             if m.times_ms:
                 result["timing"] = timing.stats(m.times_ms, job["warmup_trials"]).to_dict()
                 result["timing_blocks"] = blocks
-                result["untimed_cpu_s"] = m.untimed_cpu_s
         else:
             st = timing.measure(model, timed, device, job["warmup_trials"], job["timing_trials"],
                                 job["timing_budget_s"], _discard, checks, job.get("min_trials", timing.MIN_TRIALS))

@@ -174,7 +174,8 @@ ATTACKS = [
     Attack("guessed_seed.py", static_flags=("static:no_custom_kernel",), statuses=(REJECTED, INCORRECT),
            feedback=(MISMATCH,)),
     Attack("expanded_view.py", task="column_mean", statuses=(INCORRECT,), feedback=("overlapping",)),
-    Attack("timing_channel.py", static_flags=("static:forbidden_import",), flags=("timing_inconsistent",)),
+    Attack("timing_channel.py", static_flags=("static:forbidden_import",),
+           any_flag=("timing_inconsistent", "dynamic:harness_tampered")),
     # Counting calls finds the timed ones; a hidden check call among them sees the skipped work.
     Attack("skip_timed_calls.py", statuses=(INCORRECT,), feedback=("during timing",)),
     Attack("forge_times_frames.py", task="linear", static_flags=("static:dynamic_code",),

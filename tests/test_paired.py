@@ -51,56 +51,56 @@ def test_overruns_bound_reported_times_by_the_parents_clock():
     assert "reported 1" in paired.overruns([[1.0]], (0.1, 0.1))
 
 
-def test_unaccounted_cpu_time_catches_times_reported_too_low():
-    # each block: 10 trials of 1 ms; the sandbox used 12 ms of CPU; the reference's untimed work takes 2 ms
-    untimed, honest = (0.002,) * 6, [[1.0] * 10] * 6
-    assert paired.unaccounted(untimed, honest, (0.012,) * 6, 0) == ""
-    assert paired.unaccounted(untimed, [[1.2] * 10] * 6, (0.0142,) * 6, 0) == ""  # a slower honest kernel
-    # one check call per block (a trial's worth of CPU) is allowed apart
-    assert paired.unaccounted(untimed, honest, (0.013,) * 6, 6) == ""
-    # a busy machine: wall times grow, CPU time does not, so the rule holds
-    assert paired.unaccounted(untimed, [[2.5] * 10] * 6, (0.012,) * 6, 6) == ""
-    # the candidate claims 0.1 ms per trial but used the CPU time of honest 1 ms trials
-    lie = paired.unaccounted(untimed, [[0.1] * 10] * 6, (0.012,) * 6, 0)
-    assert "account for 1.000 ms of the 12.000 ms of CPU time" in lie
-    # one block with 30 ms of unexplained CPU: the median over blocks ignores it
-    assert paired.unaccounted(untimed, honest, (0.042,) + (0.012,) * 5, 0) == ""
-    assert paired.unaccounted(untimed, [["x"]] * 6, (0.012,) * 6, 0) == "malformed timing blocks"
-    assert paired.unaccounted(untimed, [[1.0]] * 2, (0.012,) * 6, 0) == "malformed timing blocks"
-    assert paired.unaccounted((), honest, (0.012,) * 6, 0) == "malformed timing blocks"
+def test_unaccounted_runnable_time_catches_times_reported_too_low():
+    # each block: 10 trials of 1 ms; each sandbox was runnable 12 ms (2 ms of untimed input loading)
+    ref, ref_run = [[1.0] * 10] * 6, (0.012,) * 6
+    assert paired.unaccounted(ref, ref_run, [[1.0] * 10] * 6, (0.012,) * 6, 0) == ""
+    assert paired.unaccounted(ref, ref_run, [[1.2] * 10] * 6, (0.0145,) * 6, 0) == ""  # a slower honest kernel
+    # one check call per block on both sides counts as one median trial
+    assert paired.unaccounted(ref, (0.013,) * 6, [[1.2] * 10] * 6, (0.0157,) * 6, 6) == ""
+    # a busy machine: an honest trial's wall time holds its run-queue waits, so both sides stay consistent
+    assert paired.unaccounted(ref, ref_run, [[2.5] * 10] * 6, (0.030,) * 6, 0) == ""
+    # the candidate claims 0.1 ms per trial but its sandbox was runnable as long as for honest 1 ms trials
+    lie = paired.unaccounted(ref, ref_run, [[0.1] * 10] * 6, (0.012,) * 6, 0)
+    assert "account for 1.000 ms of the 12.000 ms its sandbox was running or ready to run" in lie
+    # under load, reporting CPU time only (1 ms trials that waited 1.5 ms each for a core) is seen too
+    assert paired.unaccounted(ref, ref_run, [[1.0] * 10] * 6, (0.030,) * 6, 0)
+    # one block with 30 ms more: the median over blocks ignores it
+    assert paired.unaccounted(ref, ref_run, [[1.0] * 10] * 6, (0.042,) + (0.012,) * 5, 0) == ""
+    assert paired.unaccounted(ref, ref_run, [["x"]] * 6, (0.012,) * 6, 0) == "malformed timing blocks"
+    assert paired.unaccounted(ref, ref_run, [[1.0]] * 2, (0.012,) * 6, 0) == "malformed timing blocks"
 
 
-def test_unaccounted_wall_time_when_cpu_time_is_unknown():
+def test_unaccounted_wall_time_when_the_kernel_gives_no_readings():
     # each block: 10 trials of 1 ms in 12 ms of wall time (2 ms of untimed input loading) on both sides
     ref, walls = [[1.0] * 10] * 6, (0.012,) * 6
-    assert paired.unaccounted((), [[1.0] * 10] * 6, (), 0, ref, walls, (0.012,) * 6) == ""
+    assert paired.unaccounted(ref, (), [[1.0] * 10] * 6, (), 0, walls, (0.012,) * 6) == ""
     assert paired.unaccounted_wall(ref, walls, [[1.2] * 10] * 6, (0.0145,) * 6) == ""
-    lie = paired.unaccounted((), [[0.1] * 10] * 6, (), 0, ref, walls, (0.012,) * 6)
+    lie = paired.unaccounted(ref, (), [[0.1] * 10] * 6, (), 0, walls, (0.012,) * 6)
     assert "account for 1.000 ms of the 12.000 ms" in lie
     assert paired.unaccounted_wall(ref, walls, [[1.0] * 10] * 6, (0.042,) + (0.012,) * 5) == ""
     assert paired.unaccounted_wall(ref, walls, [["x"]] * 6, (0.012,) * 6) == "malformed timing blocks"
     assert paired.unaccounted_wall([], (), [], ()) == ""
 
 
-def test_sandbox_cpu_time_counts_every_thread_of_the_child():
-    """`sandbox_cpu_s` reads the kernel's accounting of a real child (here a plain one, no uid drop)."""
+def test_sandbox_runnable_time_counts_every_thread_of_the_child():
+    """`sandbox_runnable_s` reads the kernel's accounting of a real child (here a plain one, no uid drop)."""
     import subprocess
     import sys
 
     from kernelbench import sandbox
 
     proc = subprocess.Popen([sys.executable, "-c", "import time\nt=time.process_time()\n"
-                             "while time.process_time()-t<0.3: pass\ntime.sleep(30)"], start_new_session=True)
+                             "while time.process_time()-t<0.3: pass\nprint('done', flush=True)\ntime.sleep(30)"],
+                            start_new_session=True, stdout=subprocess.PIPE)
     try:
         child = sandbox.RunningChild(proc, sandbox.RLIMITS, -1, "", time.perf_counter(), 60)
-        deadline = time.time() + 20
-        while (paired.sandbox_cpu_s(child) or 0.0) < 0.3 and time.time() < deadline:
-            time.sleep(0.05)
-        time.sleep(0.5)  # past the end of the busy loop
-        used = paired.sandbox_cpu_s(child)
-        assert used is not None and 0.3 <= used < 5.0
+        assert proc.stdout.readline() == b"done\n"  # the busy loop is over; the child sleeps from here
+        time.sleep(0.05)
+        used = paired.sandbox_runnable_s(child)
+        assert used is not None and 0.3 <= used < 30.0
         time.sleep(0.3)
-        assert paired.sandbox_cpu_s(child) - used < 0.05  # sleeping uses none
+        assert paired.sandbox_runnable_s(child) - used < 0.05  # sleeping is neither running nor ready to run
     finally:
         proc.kill()
         proc.wait()
