@@ -413,18 +413,21 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
     config = staged.config
     ref_pipes, cand_pipes = paired.Pipes(), paired.Pipes()
     collector = report.Collector(0)
+    sink = report.Collector(0)  # the reference's stand-in reports: drained, dropped
     children: list[sandbox.RunningChild] = []
     with sandbox.SlotLease() as ref_slot:
         ref_scratch = sandbox.make_scratch(ref_slot.uid, prefix="ka-ref-")
         scratch = ""
         try:
-            ref_job = _reference_job(staged.task, config, seeds, paired=ref_pipes.job_fields())
+            ref_job = _reference_job(staged.task, config, seeds, paired=ref_pipes.job_fields(),
+                                     discard_fd=sink.write_fd)
             # alive for its own work, the candidate's whole run and the torch.compile baseline after it
             ref_spec = _child_spec(config, ref_scratch, ref_job, max_file_mb=REFERENCE_FILE_MB,
-                                   pass_fds=ref_pipes.child_fds, timeout_s=3 * config.run_timeout_s)
+                                   pass_fds=ref_pipes.child_fds + (sink.write_fd,), timeout_s=3 * config.run_timeout_s)
             ref_child = sandbox.start_child(ref_spec, ref_slot, config.require_sandbox)
             children.append(ref_child)
             ref_pipes.started()
+            sink.started()
             ref_call_ms = paired.ready_ms(ref_pipes.receive(ref_child.deadline))
             if ref_call_ms is None:  # the reference failed before timing: its result says why
                 _reference_from(staged.task, ref_child.wait(), worker.read_result(ref_scratch, ref_job["nonce"]),
@@ -457,6 +460,7 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
             ref_pipes.close()
             cand_pipes.close()
             collector.close()
+            sink.close()
             shutil.rmtree(ref_scratch, ignore_errors=True)
             if scratch:
                 shutil.rmtree(scratch, ignore_errors=True)

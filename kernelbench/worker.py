@@ -115,6 +115,18 @@ def _discard(label: str, out: Any, buffers: list[Any]) -> None:
     _report_value(out, buffers)
 
 
+def _sink(job: dict[str, Any]) -> Any:
+    """The reference's stand-in reports during paired timing: the same bytes the run child sends, written into a
+    pipe the parent drains and drops (`discard_fd`), so both children pay the same copies and pipe round trips
+    inside their blocks (`paired.unaccounted` compares what the blocks leave unaccounted for)."""
+    if "discard_fd" not in job:
+        return _discard
+    from kernelbench import report
+
+    out = report.Reporter(int(job["discard_fd"]))
+    return lambda label, value, buffers: out.send_bytes("verify/0", _report_value(value, buffers))
+
+
 def _report_value(out: Any, buffers: list[Any]) -> bytes:
     import io
 
@@ -178,7 +190,8 @@ def run_reference(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
     result: dict[str, Any] = {"ok": True, "structures": structures}
     if job["timing_trials"] > 0:
         if job.get("paired"):  # blocks on the parent's word, alternating with the candidate's (kernelbench.paired)
-            m = timing.Measurement(model, timed, device, _discard, checks)
+            sink = _sink(job)
+            m = timing.Measurement(model, timed, device, sink, checks)
             blocks = timing.serve_blocks(m, job["warmup_trials"], timing.Channel(**job["paired"]))
             if m.times_ms:
                 result["timing"] = timing.stats(m.times_ms, job["warmup_trials"]).to_dict()
