@@ -2,7 +2,7 @@
 """False rejections under load: evaluate honest CPU reference solutions while the machine is oversubscribed.
 
 Every timing check that can reject (paired timing's `timing_inconsistent`: the parent's upper bound and the
-unaccounted-CPU rule; the hidden check calls; the run timeout) must leave honest kernels `correct` when the
+unaccounted-time rule; the hidden check calls; the run timeout) must leave honest kernels `correct` when the
 machine is busy (training evaluates while it generates). This script keeps `--load` x nproc busy-loop
 processes running (2x by default: every core has two runnable processes besides the harness's), evaluates
 the reference solutions in kernelbench/solutions/cpu round-robin `--n` times through the real harness, prints
