@@ -121,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
                             counts[f"flag:{f}"] += 1
                     print(f"[{row['i'] + 1}/{args.n}] {row['task']}: {row['status']} {row['flags']}\n"
                           f"    {row['feedback'].strip().splitlines()[0] if row['feedback'].strip() else ''}", flush=True)
-                elif (row["i"] + 1) % 10 == 0:
-                    print(f"[{row['i'] + 1}/{args.n}] {time.time() - t0:.0f} s, "
+                else:
+                    print(f"[{row['i'] + 1}/{args.n}] {row['task']}: correct, {row['speedup']}x; {time.time() - t0:.0f} s, "
                           f"{sum(r['rejected'] for r in rows)} rejected so far", flush=True)
     finally:
         stop_load(load)
