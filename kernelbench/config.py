@@ -41,11 +41,16 @@ class EvalConfig:
     of percent within a second, so two medians taken seconds apart disagree; interleaving cancels drift
     slower than a round. 0: time them one after the other (always so on CUDA, where timings are steady)."""
     timing_checks: int = 4
-    """Untimed calls hidden among the timed trials at random positions, on inputs scaled by secret factors
-    whose outputs the reference computed: a candidate that skips its work on the calls it guesses are timed
-    is judged incorrect when a check lands among them (`timing.Measurement._check`). 0: none."""
+    """Untimed calls hidden among the timed trials at random positions, on timing inputs perturbed by secret
+    seeds, whose outputs the reference computed: a candidate that skips its work on the calls it guesses are
+    timed is judged incorrect when a check lands among them (`timing.Measurement._check`). Paired timing makes
+    at least one per block (so `max(timing_checks, timing_rounds)` in all). 0: none."""
+    min_timing_trials: int = 10
+    """Floor of timed trials per side whatever the warm-up said (the candidate's warm-up sets its per-call
+    estimate, so it must not be able to shrink its own timing below this)."""
     timing_input_sets: int = 4
-    """Distinct input sets rotated through timing, so a cache of results keyed by input cannot win."""
+    """Distinct timing base sets, drawn from their own secret seeds (never a correctness set) and rotated
+    through timing, each call perturbed element by element, so a cache of results keyed by input cannot win."""
     time_compile_baseline: bool = False
     """Also time `torch.compile(Model)` as a second baseline (slow to compile; on for benchmarks)."""
     suspicious_speedup: float = 10.0

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kernelbench import (builds, feedback, nvrtc, op_policy, paired, sandbox, static_checks, symbols, telemetry, timing,
-                         worker)
+from kernelbench import (builds, feedback, nvrtc, op_policy, paired, report, sandbox, static_checks, symbols, telemetry,
+                         timing, worker)
 from kernelbench.compare import Comparison, compare_outputs, inputs_unchanged
 from kernelbench.config import EvalConfig
 from kernelbench.inputs import Seeds, draw_seeds
@@ -134,17 +134,21 @@ def _job(config: EvalConfig, mode: str, seeds: Seeds, nonce: str, **extra: Any) 
             "init_seed": seeds.init_seed, "input_seeds": list(seeds.input_seeds), "extra_seeds": list(seeds.extra_seeds),
             "warmup_trials": config.warmup_trials, "timing_trials": config.timing_trials,
             "timing_input_sets": max(1, min(config.timing_input_sets, len(seeds.input_seeds))),
-            "timing_budget_s": config.run_timeout_s / 4,
+            "timing_budget_s": config.run_timeout_s / 4, "min_trials": config.min_timing_trials,
             "timing_checks": _timing_checks(config, seeds) if config.timing_trials > 0 else [], **extra}
 
 
-def _timing_checks(config: EvalConfig, seeds: Seeds) -> list[list[float]]:
-    """(input set, scale) of each hidden check call among the timed trials (timing.Measurement._check).
-    Derived from this evaluation's secret seeds, so the reference and run jobs agree and nothing the candidate
-    can read before the call predicts them; the scales lie in the timing range, so a check looks like a trial."""
-    sets = max(1, min(config.timing_input_sets, len(seeds.input_seeds)))
-    rng = random.Random(f"timing checks {seeds.init_seed} {list(seeds.input_seeds)}")  # str seeds: SHA-512
-    return [[j % sets, rng.uniform(*timing.SCALE_RANGE)] for j in range(config.timing_checks)]
+def _timing_checks(config: EvalConfig, seeds: Seeds) -> list[list[int]]:
+    """(timing set, seed) of each hidden check call among the timed trials (timing.Measurement._check): at least
+    one per paired block. Derived from this evaluation's secret seeds, so the reference and run jobs agree and
+    nothing the candidate sees before the run predicts them; the seeds give element-wise factors in the timing
+    range (`timing.check_inputs`), so a check looks like a trial."""
+    if config.timing_checks <= 0:
+        return []
+    count = max(config.timing_checks, config.timing_rounds if _paired(config) else 0)
+    sets = max(1, len(seeds.timing_seeds))
+    rng = random.Random(f"timing checks {seeds.init_seed} {list(seeds.timing_seeds)}")  # str seeds: SHA-512
+    return [[j % sets, rng.getrandbits(62)] for j in range(count)]
 
 
 REFERENCE_FILE_MB = 1 << 16
@@ -195,12 +199,14 @@ class Reference:
     """Paired timing: each block's trial times (for `paired.unaccounted`)."""
     check_outputs: list[list[Any]] = field(default_factory=list)
     """Outputs of the hidden check calls' inputs (`_timing_checks`), computed by the reference."""
+    timing_outputs: list[list[Any]] = field(default_factory=list)
+    """Outputs of the timing base sets (what the verification round must return)."""
 
 
 def _reference_job(task: Task, config: EvalConfig, seeds: Seeds, **extra: Any) -> dict[str, Any]:
     task_fields = {k: getattr(task, k) for k in ("id", "level", "name", "origin", "source", "path", "op_policy")}
     return _job(config, "reference", seeds, secrets.token_hex(16), task=task_fields, size=config.size,
-                time_compile=config.time_compile_baseline, **extra)
+                time_compile=config.time_compile_baseline, timing_seeds=list(seeds.timing_seeds), **extra)
 
 
 def _reference_from(task: Task, out: sandbox.ChildOutcome, res: dict[str, Any], scratch: str,
@@ -217,7 +223,7 @@ def _reference_from(task: Task, out: sandbox.ChildOutcome, res: dict[str, Any], 
     return Reference(timing=res.get("timing", {}), compile_timing=res.get("compile_timing", {}),
                      structures=res["structures"], inputs=_load(os.path.join(scratch, "inputs.pt")),
                      outputs=saved["outputs"], check_outputs=saved.get("check_outputs", []),
-                     block_medians_ms=tuple(medians or ()),
+                     timing_outputs=saved.get("timing_outputs", []), block_medians_ms=tuple(medians or ()),
                      blocks_ms=tuple(tuple(float(t) for t in b) for b in blocks[:rounds]) if medians else ())
 
 
@@ -283,7 +289,22 @@ def _judge(res: dict[str, Any], out: sandbox.ChildOutcome, policy: str, op_check
     return found
 
 
-def _compare_all(ref: Reference, cand: dict[str, Any], res: dict[str, Any], config: EvalConfig) -> Comparison:
+def _candidate_calls(frames: report.Frames, ref: Reference) -> dict[str, Any]:
+    """The run child's reported calls, in the shape `_compare_all` reads (each from its own frame)."""
+    n_sets, n_timing, n_checks = len(ref.outputs), len(ref.timing_outputs), len(ref.check_outputs)
+    cand: dict[str, Any] = {"outputs": [], "inputs_after": [], "timing": [], "checks": []}
+    for i in range(n_sets):
+        call = frames.tensors(f"forward/{i}")
+        cand["outputs"].append(call["outputs"])
+        cand["inputs_after"].append(call["inputs_after"])
+    for key, label, n in (("timing", "verify", n_timing), ("checks", "check", n_checks)):
+        for i in range(n):
+            cand[key].append(frames.tensors(f"{label}/{i}") if f"{label}/{i}" in frames.payloads else None)
+    return cand
+
+
+def _compare_all(ref: Reference, cand: dict[str, Any], res: dict[str, Any], config: EvalConfig,
+                 checks: list[list[int]]) -> Comparison:
     if res.get("structures") != ref.structures:
         return Comparison(False, f"output structure {res.get('structures', ['?'])[0]} != expected {ref.structures[0]}")
     metas = res.get("output_meta", [])
@@ -296,21 +317,31 @@ def _compare_all(ref: Reference, cand: dict[str, Any], res: dict[str, Any], conf
         if changed:
             return Comparison(False, f"input set {i}: {changed}")
         worst = c if c.max_abs_error > worst.max_abs_error else worst
-    for i, got in enumerate(cand.get("timing_outputs", [])):
-        c = compare_outputs(got, ref.outputs[i], [], config.device, config.atol, config.rtol, config.scale_atol_by_rms)
+    timing_sets = ref.inputs.get("timing_sets", [])
+    for i, got in enumerate(cand["timing"]):
+        if got is None:
+            return Comparison(False, f"during timing: the verification call on timing set {i} was not reported")
+        c = compare_outputs(got["outputs"], ref.timing_outputs[i], [], config.device, config.atol, config.rtol,
+                            config.scale_atol_by_rms)
         if not c.ok:
-            return replace(c, reason=f"during timing (input set {i}, buffers reused): {c.reason}")
-    got_checks = cand.get("check_outputs", [])
-    if len(got_checks) != len(ref.check_outputs) or any(g is None for g in got_checks):
+            return replace(c, reason=f"during timing (timing set {i}, buffers reused): {c.reason}")
+        changed = inputs_unchanged(timing_sets[i], got["inputs_after"])
+        if changed:
+            return Comparison(False, f"during timing (timing set {i}, buffers reused): {changed}")
+    if any(g is None for g in cand["checks"]):
         return Comparison(False, "during timing: the check calls' outputs are missing")
-    for j, (got, want) in enumerate(zip(got_checks, ref.check_outputs)):
-        c = compare_outputs(got, want, [], config.device, config.atol, config.rtol, config.scale_atol_by_rms)
+    for j, (got, want) in enumerate(zip(cand["checks"], ref.check_outputs)):
+        c = compare_outputs(got["outputs"], want, [], config.device, config.atol, config.rtol, config.scale_atol_by_rms)
         if not c.ok:
-            return replace(c, reason=f"during timing (a call among the timed ones, scaled inputs): {c.reason}")
+            return replace(c, reason=f"during timing (a call among the timed ones, perturbed inputs): {c.reason}")
+        k, seed = checks[j]
+        changed = inputs_unchanged(timing.check_inputs(timing_sets[k % len(timing_sets)], seed), got["inputs_after"])
+        if changed:
+            return Comparison(False, f"during timing (a call among the timed ones): {changed}")
     return worst
 
 
-def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch: str,
+def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch: str, collector: report.Collector,
              pipes: paired.Pipes | None = None) -> tuple[str, sandbox.ChildSpec, dict[str, Any]]:
     """Scratch folder, child spec and job of the candidate's run child (inputs copied from the reference's)."""
     config = staged.config
@@ -323,32 +354,40 @@ def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch:
         binds = builds.run_binds(staged.build.entry_dir, scratch, slot.uid, kind, staged.build.pch_dir)
         extra = {"paired": pipes.job_fields()} if pipes else {}
         job = _job(config, "run", seeds, secrets.token_hex(16), candidate="candidate.py",
-                   pch_dir=staged.build.pch_dir, **extra)
-        # outputs.pt holds outputs, inputs after the call, the verification round and the check calls' outputs:
-        # a few times inputs.pt
-        inputs_mb = os.path.getsize(os.path.join(scratch, "inputs.pt")) >> 20
+                   pch_dir=staged.build.pch_dir, **collector.job_fields(), **extra)
+        # the report holds every call's output and arguments afterwards: a few times inputs.pt
+        collector.max_bytes = 8 * os.path.getsize(os.path.join(scratch, "inputs.pt")) + (64 << 20)
+        fds = (pipes.child_fds if pipes else ()) + (collector.write_fd,)
         spec = _child_spec(config, scratch, job, binds, os.path.join(staged.build.entry_dir, "ext"),
-                           max_file_mb=5 * inputs_mb + 64, pass_fds=pipes.child_fds if pipes else ())
+                           max_file_mb=64, pass_fds=fds)
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     return scratch, spec, job
 
 
-def _verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, res: dict[str, Any], scratch: str,
+def _verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, frames: report.Frames, job: dict[str, Any],
              paired_mode: bool = False, pairing: paired.Pairing | None = None) -> RunVerdict:
-    """The parent's reading of a finished run child (its outputs compared with the reference's); in paired
-    mode, `pairing` is what the parent saw of the rounds (None: the child never said `ready`)."""
+    """The parent's reading of a finished run child: what came over its report pipe (read after the whole
+    sandbox was killed), its outputs compared with the reference's; in paired mode, `pairing` is what the
+    parent saw of the rounds (None: the child never said `ready`)."""
     config = staged.config
     if not out.untrusted_ran:  # never reached the candidate's code: whatever stopped it is the harness's
         return RunVerdict(HARNESS_ERROR, not_started(out, "run"), run_s=out.wall_s)
+    res = frames.result()
+    if res and res.get("nonce") != job["nonce"]:
+        res = {}
     if out.timed_out:
         return RunVerdict(TIMEOUT, f"the run stage exceeded {config.run_timeout_s:.0f} s (hang or far too slow)", run_s=out.wall_s)
+    if frames.problem:  # bytes nobody but candidate code could have written
+        reason = f"the run process's report channel carried {frames.problem}"
+        return RunVerdict(REJECTED, reason, flags=("dynamic:harness_tampered",),
+                          reasons={"dynamic:harness_tampered": reason}, run_s=out.wall_s)
     if not res.get("ok"):
         return RunVerdict(RUNTIME_ERROR, _crash_detail(out, res), run_s=out.wall_s)
     try:
-        cand = _load(os.path.join(scratch, "outputs.pt"))
-    except Exception as e:  # a file the child wrote is untrusted: unreadable means no result
+        cand = _candidate_calls(frames, ref)
+    except Exception as e:  # what the child sent is untrusted: unreadable means no result
         return RunVerdict(RUNTIME_ERROR, f"unreadable outputs from the run process: {type(e).__name__}", run_s=out.wall_s)
     found = _judge(res, out, policy_of(staged.task, config), config.op_checks)
     medians: list[float] | None = None
@@ -359,12 +398,14 @@ def _verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, res: dic
         else:
             medians = paired.block_medians(res.get("timing_blocks"), pairing.rounds_done)
             overrun = paired.overruns(res.get("timing_blocks"), pairing.candidate_block_wall_s) or \
-                paired.unaccounted(list(ref.blocks_ms), pairing.reference_block_wall_s, res.get("timing_blocks"),
+                paired.unaccounted(list(ref.blocks_ms), pairing.reference_block_runnable_s[:len(ref.blocks_ms)],
+                                   res.get("timing_blocks"), pairing.candidate_block_runnable_s,
+                                   len(job.get("timing_checks", [])), pairing.reference_block_wall_s,
                                    pairing.candidate_block_wall_s)
             if overrun or medians is None:
                 found.setdefault("timing_inconsistent", overrun or "malformed timing blocks")
     try:
-        comparison = _compare_all(ref, cand, res, config)
+        comparison = _compare_all(ref, cand, res, config, job.get("timing_checks", []))
     except (KeyError, IndexError, TypeError) as e:
         comparison = Comparison(False, f"malformed outputs from the run process ({type(e).__name__})")
     status = REJECTED if found else (CORRECT if comparison.ok else INCORRECT)
@@ -375,12 +416,18 @@ def _verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, res: dic
 
 def run_candidate(staged: Staged, ref: Reference, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch: str) -> RunVerdict:
     """The candidate's run child after the reference's (timed one after the other)."""
-    scratch, spec, job = _run_job(staged, seeds, slot, ref_scratch)
+    collector = report.Collector(0)
     try:
-        out = sandbox.run_child(spec, slot, staged.config.require_sandbox)
-        return _verdict(staged, ref, out, worker.read_result(scratch, job["nonce"]), scratch)
+        scratch, spec, job = _run_job(staged, seeds, slot, ref_scratch, collector)
+        try:
+            child = sandbox.start_child(spec, slot, staged.config.require_sandbox)
+            collector.started()
+            out = child.wait()  # ends with every process of the sandbox killed
+            return _verdict(staged, ref, out, collector.finish(), job)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        collector.close()
 
 
 def _paired(config: EvalConfig) -> bool:
@@ -395,46 +442,55 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
     """
     config = staged.config
     ref_pipes, cand_pipes = paired.Pipes(), paired.Pipes()
+    collector = report.Collector(0)
+    sink = report.Collector(0)  # the reference's stand-in reports: drained, dropped
     children: list[sandbox.RunningChild] = []
     with sandbox.SlotLease() as ref_slot:
         ref_scratch = sandbox.make_scratch(ref_slot.uid, prefix="ka-ref-")
         scratch = ""
         try:
-            ref_job = _reference_job(staged.task, config, seeds, paired=ref_pipes.job_fields())
+            ref_job = _reference_job(staged.task, config, seeds, paired=ref_pipes.job_fields(),
+                                     discard_fd=sink.write_fd)
             # alive for its own work, the candidate's whole run and the torch.compile baseline after it
             ref_spec = _child_spec(config, ref_scratch, ref_job, max_file_mb=REFERENCE_FILE_MB,
-                                   pass_fds=ref_pipes.child_fds, timeout_s=3 * config.run_timeout_s)
+                                   pass_fds=ref_pipes.child_fds + (sink.write_fd,), timeout_s=3 * config.run_timeout_s)
             ref_child = sandbox.start_child(ref_spec, ref_slot, config.require_sandbox)
             children.append(ref_child)
             ref_pipes.started()
+            sink.started()
             ref_call_ms = paired.ready_ms(ref_pipes.receive(ref_child.deadline))
             if ref_call_ms is None:  # the reference failed before timing: its result says why
                 _reference_from(staged.task, ref_child.wait(), worker.read_result(ref_scratch, ref_job["nonce"]),
                                 ref_scratch)
                 raise HarnessError(f"reference of task {staged.task.id} never became ready for paired timing")
-            scratch, spec, job = _run_job(staged, seeds, slot, ref_scratch, cand_pipes)
+            scratch, spec, job = _run_job(staged, seeds, slot, ref_scratch, collector, cand_pipes)
             cand_child = sandbox.start_child(spec, slot, config.require_sandbox)
             children.append(cand_child)
             cand_pipes.started()
+            collector.started()
             cand_call_ms = paired.ready_ms(cand_pipes.receive(cand_child.deadline))
             pairing = None
             if cand_call_ms is not None:
                 pairing = paired.run_rounds(ref_pipes, ref_child, cand_pipes, cand_child, paired.plan(
-                    config.timing_trials, config.timing_rounds, config.run_timeout_s / 4, ref_call_ms, cand_call_ms))
+                    config.timing_trials, config.timing_rounds, config.run_timeout_s / 4, ref_call_ms, cand_call_ms,
+                    config.min_timing_trials))
             cand_pipes.send("E")
-            out = cand_child.wait()  # past its deadline: killed, a timeout
+            out = cand_child.wait()  # every process of its sandbox killed (past its deadline: a timeout)
+            frames = collector.finish()
             ref_pipes.send("E")  # the torch.compile baseline (if asked) runs now, with the candidate gone
             ref = _reference_from(staged.task, ref_child.wait(), worker.read_result(ref_scratch, ref_job["nonce"]),
                                   ref_scratch, pairing.rounds_done if pairing else 0)
             if pairing is not None and pairing.stopped == paired.REFERENCE_STOPPED:
                 raise HarnessError(f"reference of task {staged.task.id} stopped during paired timing")
-            verdict = _verdict(staged, ref, out, worker.read_result(scratch, job["nonce"]), scratch, True, pairing)
+            verdict = _verdict(staged, ref, out, frames, job, True, pairing)
             return verdict, ref
         finally:
             for child in children:
                 child.kill()
             ref_pipes.close()
             cand_pipes.close()
+            collector.close()
+            sink.close()
             shutil.rmtree(ref_scratch, ignore_errors=True)
             if scratch:
                 shutil.rmtree(scratch, ignore_errors=True)
@@ -442,7 +498,8 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
 
 def _measure_once(staged: Staged, slot: sandbox.SlotLease) -> tuple[RunVerdict, Reference | None, Seeds]:
     config = staged.config
-    seeds = draw_seeds(config.correctness_trials, config.extra_distribution_trials)
+    seeds = draw_seeds(config.correctness_trials, config.extra_distribution_trials,
+                       config.timing_input_sets if config.timing_trials > 0 else 0)
     if _paired(config):
         verdict, ref = _measure_paired(staged, slot, seeds)
         return verdict, ref, seeds

@@ -26,16 +26,20 @@ class Seeds:
     """One per `get_inputs()` correctness set."""
     extra_seeds: tuple[int, ...]
     """One per other-distribution set."""
+    timing_seeds: tuple[int, ...] = ()
+    """One per timing base set (`make_timing_sets`): sets no correctness call ever saw."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"init_seed": self.init_seed, "input_seeds": list(self.input_seeds), "extra_seeds": list(self.extra_seeds)}
+        return {"init_seed": self.init_seed, "input_seeds": list(self.input_seeds), "extra_seeds": list(self.extra_seeds),
+                "timing_seeds": list(self.timing_seeds)}
 
 
-def draw_seeds(correctness_trials: int, extra_trials: int) -> Seeds:
+def draw_seeds(correctness_trials: int, extra_trials: int, timing_sets: int = 0) -> Seeds:
     """Fresh, unpredictable seeds (31 bits: torch.manual_seed accepts them on every platform)."""
     return Seeds(init_seed=secrets.randbits(31),
                  input_seeds=tuple(secrets.randbits(31) for _ in range(correctness_trials)),
-                 extra_seeds=tuple(secrets.randbits(31) for _ in range(extra_trials)))
+                 extra_seeds=tuple(secrets.randbits(31) for _ in range(extra_trials)),
+                 timing_seeds=tuple(secrets.randbits(31) for _ in range(timing_sets)))
 
 
 def _redistribute(x: Any, kind: str) -> Any:
@@ -65,6 +69,20 @@ def make_input_sets(get_inputs: Callable[[], list[Any]], seeds: Seeds) -> list[l
         base = list(get_inputs())
         kind = EXTRA_DISTRIBUTIONS[i % len(EXTRA_DISTRIBUTIONS)]
         sets.append([_redistribute(x, kind) for x in base])
+    return sets
+
+
+def make_timing_sets(get_inputs: Callable[[], list[Any]], seeds: Seeds) -> list[list[Any]]:
+    """The timing base sets: one `get_inputs()` draw per timing seed. Why not the correctness sets: a candidate
+    has seen those (and may have cached what it computed on them); a timed call's input is one of these,
+    perturbed element by element with fresh factors (`kernelbench.timing`), so it is never a correctness set
+    nor a scalar multiple of one."""
+    import torch
+
+    sets = []
+    for seed in seeds.timing_seeds:
+        torch.manual_seed(seed)
+        sets.append(list(get_inputs()))
     return sets
 
 

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 
 from kernelbench import sandbox
-from kernelbench.timing import Channel
+from kernelbench.timing import MIN_TRIALS, Channel
 
 REFERENCE_STOPPED = "the reference stopped answering"
 
@@ -98,14 +98,18 @@ class Plan:
     trials_per_block: int
 
 
-def plan(trials: int, rounds: int, budget_s: float, ref_call_ms: float, cand_call_ms: float) -> Plan:
+def plan(trials: int, rounds: int, budget_s: float, ref_call_ms: float, cand_call_ms: float,
+         floor: int = MIN_TRIALS) -> Plan:
     """Rounds and block size: `trials` per side in `rounds` blocks, fewer when a side's calls are slow enough
-    that the trials would pass `budget_s` (each side's budget, as in `timing.measure`); at least 5 rounds of 1."""
+    that the trials would pass `budget_s` (each side's budget, as in `timing.measure`); at least 5 rounds of 1,
+    and never fewer than `min(floor, trials)` trials per side: the candidate's own warm-up time (its `ready`
+    line) sets `cand_call_ms`, so a slow warm-up must not buy a short timing."""
     per_call_s = max(ref_call_ms, cand_call_ms, 1e-4) / 1e3
     rounds = max(1, min(rounds, trials))
     if rounds * per_call_s > budget_s:
         rounds = max(min(5, trials), int(budget_s / per_call_s))
     per_block = max(1, min(math.ceil(trials / rounds), int(budget_s / (rounds * per_call_s))))
+    per_block = max(per_block, math.ceil(min(floor, trials) / rounds))
     return Plan(rounds, per_block)
 
 
@@ -120,6 +124,32 @@ class Pairing:
     """Why the pairing ended early ("" when every round ran)."""
     reference_block_wall_s: tuple[float, ...] = ()
     """Each reference block, likewise (the candidate frozen before the clock starts)."""
+    candidate_block_runnable_s: tuple[float, ...] = ()
+    """Time every thread of every process in the candidate's sandbox spent running or ready to run in each
+    block, as the kernel accounts it (`sandbox_runnable_s`); empty when it could not be read."""
+    reference_block_runnable_s: tuple[float, ...] = ()
+    """The same for the reference's blocks."""
+
+
+def sandbox_runnable_s(child: sandbox.RunningChild) -> float | None:
+    """Seconds every thread of every process in `child`'s sandbox has spent on a CPU or waiting in a run queue
+    for one (kernel accounting, /proc/<pid>/task/<tid>/schedstat: run time and run-queue wait, in ns), or None
+    when /proc does not say. Time asleep (waiting for a pipe) is not in it. The candidate cannot forge it."""
+    total_ns, seen = 0, False
+    for pid in sandbox._sandbox_pids(child.proc.pid, child.uid):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                    fields = f.read().split()
+                total_ns += int(fields[0]) + int(fields[1])
+                seen = True
+            except (OSError, ValueError, IndexError):
+                continue
+    return total_ns / 1e9 if seen else None
 
 
 def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_child: sandbox.RunningChild,
@@ -127,23 +157,36 @@ def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_ch
     """Alternate blocks between the two ready children (reference first in even rounds)."""
     walls: list[float] = []
     ref_walls: list[float] = []
+    cand_run: list[float | None] = []
+    ref_run: list[float | None] = []
     for r in range(p.rounds):
         for side in ((0, 1) if r % 2 == 0 else (1, 0)):
             if side == 0:
                 cand_child.freeze()
+                c0 = sandbox_runnable_s(ref_child)
                 t0 = time.perf_counter()
                 ok = ref.send(f"T {p.trials_per_block}") and ref.receive(ref_child.deadline) == "done"
                 ref_walls.append(time.perf_counter() - t0)
+                c1 = sandbox_runnable_s(ref_child)
+                ref_run.append(c1 - c0 if c0 is not None and c1 is not None else None)
                 cand_child.thaw()
                 if not ok:
                     return Pairing(r, tuple(walls), REFERENCE_STOPPED, tuple(ref_walls))
             else:
+                c0 = sandbox_runnable_s(cand_child)
                 t0 = time.perf_counter()
                 ok = cand.send(f"T {p.trials_per_block}") and cand.receive(cand_child.deadline) == "done"
                 if not ok:
                     return Pairing(r, tuple(walls), "the candidate stopped answering", tuple(ref_walls))
                 walls.append(time.perf_counter() - t0)
-    return Pairing(p.rounds, tuple(walls), reference_block_wall_s=tuple(ref_walls))
+                c1 = sandbox_runnable_s(cand_child)
+                cand_run.append(c1 - c0 if c0 is not None and c1 is not None else None)
+    return Pairing(p.rounds, tuple(walls), reference_block_wall_s=tuple(ref_walls),
+                   candidate_block_runnable_s=_known(cand_run), reference_block_runnable_s=_known(ref_run))
+
+
+def _known(values: list[float | None]) -> tuple[float, ...]:
+    return () if any(v is None for v in values) else tuple(v for v in values if v is not None)
 
 
 def block_medians(blocks: object, rounds: int) -> list[float] | None:
@@ -171,32 +214,75 @@ def overruns(blocks: object, walls: tuple[float, ...]) -> str:
 
 
 UNACCOUNTED_RATIO = 1.5
-"""How much more of a block's wall time a candidate's reported trials may leave unaccounted for than the
-reference's trials leave of its block (medians over blocks), plus UNACCOUNTED_SLACK."""
-UNACCOUNTED_SLACK = (0.05, 0.001)
-"""(fraction of the candidate's median block wall time, seconds): noise allowance per block."""
+"""How much more of its blocks' runnable time a candidate's reported trials may leave unaccounted for than
+the reference's trials leave of the reference's blocks (medians over blocks), plus UNACCOUNTED_SLACK."""
+UNACCOUNTED_SLACK = (0.05, 0.002)
+"""(fraction of the candidate's median block, seconds): noise allowance per block."""
 
 
-def unaccounted(ref_blocks: object, ref_walls: tuple[float, ...], cand_blocks: object,
-                cand_walls: tuple[float, ...]) -> str:
+def _sums_s(blocks: object, n: int) -> list[float] | None:
+    try:
+        sums = [sum(float(t) for t in b) / 1e3 for b in blocks[:n]]  # type: ignore[index]
+    except (TypeError, ValueError):
+        return None
+    return sums if len(sums) == n else None
+
+
+def _block_medians_s(blocks: object, n: int) -> list[float] | None:
+    try:
+        return [statistics.median(float(t) for t in b) / 1e3 if b else 0.0 for b in blocks[:n]]  # type: ignore[index]
+    except (TypeError, ValueError, statistics.StatisticsError):
+        return None
+
+
+def unaccounted(ref_blocks: object, ref_runnable_s: tuple[float, ...], cand_blocks: object,
+                cand_runnable_s: tuple[float, ...], checks: int, ref_walls: tuple[float, ...] = (),
+                cand_walls: tuple[float, ...] = ()) -> str:
     """Empty unless the candidate's reported trial times leave much more of its blocks unaccounted for than
-    the reference's leave of theirs.
+    the reference's trials leave of the reference's blocks.
 
     Why: `overruns` catches a child that reports MORE time than it took; this catches one that reports LESS,
     the profitable lie (a candidate that rewrote the timing loop's list from inside `forward` reported
-    20000x with correct outputs). Outside its timed calls each block does the same trusted work in both
-    children (loading fresh inputs into the same shapes, the loop itself, the pipe), so the time the trials
-    do not account for should match between the two; time a candidate hides from its trials shows up there.
-    Medians over blocks: a scheduling hiccup lands in one block, while a lie that moves the median of the
-    round ratios has to be told in most of them. What it cannot see: a lie smaller than the untimed work's
-    noise, so a kernel much faster than loading its inputs can still shade its times (docs/harness.md)."""
-    try:
-        n = min(len(ref_walls), len(cand_walls))
-        ref_sums = [sum(float(t) for t in b) / 1e3 for b in ref_blocks[:n]]  # type: ignore[index]
-        cand_sums = [sum(float(t) for t in b) / 1e3 for b in cand_blocks[:n]]  # type: ignore[index]
-    except (TypeError, ValueError):
+    20000x with correct outputs). Outside its timed calls a block does the same trusted work in both children
+    (loading fresh inputs, the check call, reporting), so what the trials leave unaccounted for should match.
+    The measure is each sandbox's RUNNABLE time in the block, as the kernel accounts it (`sandbox_runnable_s`:
+    on a CPU or waiting in a run queue for one), not the parent's wall clock: the wall clock also holds the
+    parent's own delays in reading `done`, which a busy machine stretches on one side and not the other (the
+    wall-clock form rejected an honest kernel at "1.852 ms of 6.968 ms" with the machine busy). An honest
+    trial's wall time holds its own run-queue waits, so a candidate that reported only its CPU time is seen
+    too. The check call in a block (one while any remain, `checks` in all, on both sides) counts as one median
+    trial. Medians over blocks: a lie that moves the median of the round ratios has to be told in most blocks.
+    What it cannot see: a lie smaller than the untimed work's noise (docs/harness.md). Without kernel
+    readings (`cand_runnable_s` or `ref_runnable_s` empty) the parent's wall times are compared instead."""
+    n = min(len(cand_runnable_s), len(ref_runnable_s))
+    if not n:
+        return unaccounted_wall(ref_blocks, ref_walls, cand_blocks, cand_walls)
+    cand_sums, cand_meds = _sums_s(cand_blocks, n), _block_medians_s(cand_blocks, n)
+    ref_sums, ref_meds = _sums_s(ref_blocks, n), _block_medians_s(ref_blocks, n)
+    if cand_sums is None or cand_meds is None or ref_sums is None or ref_meds is None:
         return "malformed timing blocks"
-    if len(ref_sums) < n or len(cand_sums) < n:
+
+    def gaps(runnable: tuple[float, ...], sums: list[float], meds: list[float]) -> list[float]:
+        return [w - s - (m if i < checks else 0.0) for i, (w, s, m) in enumerate(zip(runnable, sums, meds))]
+
+    cand_gap = statistics.median(gaps(cand_runnable_s, cand_sums, cand_meds))
+    ref_gap = max(0.0, statistics.median(gaps(ref_runnable_s, ref_sums, ref_meds)))
+    cand_block = statistics.median(cand_runnable_s[:n])
+    frac, abs_s = UNACCOUNTED_SLACK
+    if not cand_gap <= UNACCOUNTED_RATIO * ref_gap + frac * cand_block + abs_s:  # NaN fails too
+        return (f"per block (median of {n}), its reported trials account for {1e3 * (cand_block - cand_gap):.3f} ms "
+                f"of the {1e3 * cand_block:.3f} ms its sandbox was running or ready to run; the reference's leave "
+                f"{1e3 * ref_gap:.3f} ms unaccounted for")
+    return ""
+
+
+def unaccounted_wall(ref_blocks: object, ref_walls: tuple[float, ...], cand_blocks: object,
+                     cand_walls: tuple[float, ...]) -> str:
+    """The wall-time form of `unaccounted` (no CPU readings): the time the candidate's trials leave unaccounted
+    for in its blocks against the same for the reference's, medians over blocks."""
+    n = min(len(ref_walls), len(cand_walls))
+    ref_sums, cand_sums = _sums_s(ref_blocks, n), _sums_s(cand_blocks, n)
+    if ref_sums is None or cand_sums is None:
         return "malformed timing blocks"
     if n == 0:
         return ""

@@ -9,18 +9,20 @@ device-wide `torch.cuda.synchronize()` before the end event, so work the candida
 counted (KernelBench timed only the current stream), and the L2 cache is flushed by writing a 256 MB buffer
 before each trial (KernelBench's size; an H200's L2 is 50 MB).
 
-Inputs: every call `measure` makes (warm-up and timed trials) sees input contents never seen before. Input sets
-rotate through the SAME argument buffers, and before each call, outside the timed window, the base set is
-copied in with every floating tensor multiplied by a fresh factor drawn uniformly from [0.5, 2] (integer
-tensors are indices and stay as they are). A positive factor keeps each value's sign, so domains such as
-`log` and `sqrt` stay valid. The factors come from `random.SystemRandom` (the OS's entropy: no generator
-state in the process for a candidate to read). Why: KernelBench-style timing repeats a few input sets, so
-a kernel that caches outputs by a fingerprint of the VALUES would time lookups (a 180x "speedup" on a naive
-matmul); with fresh values it never hits and is timed honestly. After the trials, one untimed verification
-round runs every UNPERTURBED base set through the same buffers; those outputs go back to the parent, which
-holds their reference outputs: a cache keyed by the buffers' ADDRESSES serves stale data there and is
-judged incorrect. The reference is timed by this same function (same procedure, its own draws), so the
-comparison stays fair.
+Inputs: every call `measure` makes (warm-up and timed trials) sees input contents never seen before. The
+timing base sets are their own draws of `get_inputs()` from secret seeds (`inputs.make_timing_sets`), never a
+correctness set; they rotate through one set of argument buffers (allocated afresh for every block), and
+before each call, outside the timed window, the base set is copied in with every floating ELEMENT multiplied
+by its own factor drawn uniformly from [0.5, 2] (integer tensors are indices and stay as they are), from a
+generator seeded from the OS's entropy and dropped after the load. Positive factors keep each value's sign,
+so domains such as `log` and `sqrt` stay valid. Why element-wise: with one factor per call a timed input was
+a scalar multiple of a set the candidate had seen, and a task whose first stage is linear could cache that
+stage per set and scale it (111x "speedup", correct); a value-keyed cache never hits either (180x on a naive
+matmul before fresh values). Hidden check calls (`Measurement._check`) sit among the trials, at least one per
+block; after the trials one untimed verification round runs every UNPERTURBED base set through the same
+buffers. Each check and verification call's output, and the buffers after it, go to the parent, which holds
+the reference's outputs and the inputs those calls must have left unchanged. The reference is timed by this
+same code (same procedure, same untimed work, its own draws), so the comparison stays fair.
 """
 
 from __future__ import annotations
@@ -47,10 +49,12 @@ class Timers(NamedTuple):
     elapsed: Callable[..., Any]
     event_sync: Callable[..., Any]
     uniform: Callable[[float, float], float]
+    entropy: Callable[[int], int]
 
 
 TIMERS = Timers(time.perf_counter, torch.cuda.Event, torch.cuda.synchronize, torch.cuda.Event.record,
-                torch.cuda.Event.elapsed_time, torch.cuda.Event.synchronize, random.SystemRandom().uniform)
+                torch.cuda.Event.elapsed_time, torch.cuda.Event.synchronize, random.SystemRandom().uniform,
+                random.SystemRandom().getrandbits)
 PUBLIC_TIMERS: dict[str, Any] = {"time.perf_counter": time.perf_counter, "time.time": time.time,
                                  "time.monotonic": time.monotonic, "time.perf_counter_ns": time.perf_counter_ns,
                                  "torch.cuda.Event": torch.cuda.Event, "torch.cuda.synchronize": torch.cuda.synchronize,
@@ -108,46 +112,93 @@ def load_scaled(buffers: list[Any], values: list[Any], factor: float) -> None:
             buf.copy_(val)
 
 
+def _factors(like: torch.Tensor, generator: torch.Generator, device: Any) -> torch.Tensor:
+    """Element-wise factors uniform in SCALE_RANGE, in `like`'s (real) dtype, on `device`."""
+    low, high = SCALE_RANGE
+    real = like.real.dtype if like.is_complex() else like.dtype
+    u = torch.rand(tuple(like.shape), generator=generator, dtype=torch.float32, device=generator.device)
+    return (u * (high - low) + low).to(device=device, dtype=real)
+
+
+def load_perturbed(buffers: list[Any], values: list[Any], generator: torch.Generator) -> None:
+    """Copy one base set into the argument buffers, every floating element multiplied by its own factor from
+    `generator` (integer tensors are indices and stay as they are). Positive factors keep each value's sign."""
+    for buf, val in zip(buffers, values):
+        if not isinstance(buf, torch.Tensor):
+            continue
+        if buf.is_floating_point() or buf.is_complex():
+            torch.mul(val, _factors(val, generator, val.device), out=buf)
+        else:
+            buf.copy_(val)
+
+
+def check_inputs(values: list[Any], seed: int) -> list[Any]:
+    """The inputs of a hidden check call on base set `values` with `seed`: the factors come from a CPU generator
+    (the same numbers on every device), so the parent reproduces them from the reference's sets."""
+    generator = torch.Generator(device="cpu")
+    generator.manual_seed(int(seed))
+    out = []
+    for val in values:
+        if isinstance(val, torch.Tensor) and (val.is_floating_point() or val.is_complex()):
+            out.append(torch.mul(val, _factors(val, generator, val.device)))
+        else:
+            out.append(val.clone() if isinstance(val, torch.Tensor) else val)
+    return out
+
+
+def _fresh(values: list[Any]) -> list[Any]:
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
 class Measurement:
-    """One model's timing session: warm-up, blocks of timed trials, the untimed verification round.
+    """One model's timing session: warm-up, blocks of timed trials with hidden check calls among them, the
+    untimed verification round.
 
     `measure` runs one block of all the trials; paired timing (CPU) runs many short blocks, each when the
-    parent says so, interleaved with the reference's (`serve_blocks`).
+    parent says so, interleaved with the reference's (`serve_blocks`). `emit(label, output, buffers)` receives
+    each check call's and each verification call's output and the argument buffers after the call, as soon as
+    the call returns (the run child sends them to the parent at once: `kernelbench.report`).
     """
 
-    def __init__(self, fn: Callable[..., Any], arg_sets: list[list[Any]], device: str, keep: Callable[[Any], Any],
-                 checks: list[tuple[int, float]] | tuple = (), planned_trials: int = 0):
+    def __init__(self, fn: Callable[..., Any], arg_sets: list[list[Any]], device: str,
+                 emit: Callable[[str, Any, list[Any]], None], checks: list[tuple[int, int]] | tuple = ()):
         self.t = TIMERS  # one read: swapping the module's attribute mid-measurement changes nothing here
-        self.fn, self.arg_sets, self.device, self.keep = fn, arg_sets, device, keep
+        self.fn, self.arg_sets, self.device, self.emit = fn, arg_sets, device, emit
         self.cuda = device == "cuda"
-        self.buffers = [a.clone() if isinstance(a, torch.Tensor) else a for a in arg_sets[0]]
+        self.buffers = _fresh(arg_sets[0])
         self.flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda") if self.cuda else None
         self.calls = 0
         self.times_ms: list[float] = []
-        # Hidden check calls (see `check_outputs`): each one before a trial index drawn from the OS's entropy.
-        self.checks = [(int(k), float(g)) for k, g in checks]
-        self.check_outputs: list[Any] = [None] * len(self.checks)
-        slots = random.SystemRandom().sample(range(max(planned_trials, len(self.checks))), len(self.checks))
-        self._check_before = dict(zip(slots, range(len(self.checks))))
-        self._trial = 0
+        self.checks = [(int(k), int(s)) for k, s in checks]
+        self.checks_done: set[int] = set()
+        self._next_check = 0
 
     def _check(self, j: int) -> None:
-        """Untimed call on input set k scaled by the parent's secret factor g; its output goes to the parent.
+        """Untimed call on timing set k perturbed by the parent's secret seed; its output and the buffers after
+        it go to `emit`.
 
-        Why: a candidate that counts calls (or recognises the exact base sets of the verification round) can
-        skip its work on the timed calls and compute only where outputs are judged. A check call looks like
-        any timed call (a fresh scale in the same range, in the same buffers, at an unpredictable position),
-        and the reference child computed the same call's output beforehand, so skipping work on timed calls
-        is caught with the probability that a check lands among them."""
-        k, g = self.checks[j]
-        load_scaled(self.buffers, self.arg_sets[k % len(self.arg_sets)], g)
+        Why: a candidate that counts calls (or recognises the verification round) can skip its work on the
+        timed calls and compute only where outputs are judged. A check call looks like any timed call (freshly
+        perturbed values of a timing set, in the same buffers, at a position drawn from the OS's entropy among
+        the trials that run, at least one per block), and the reference child computed the same call's output
+        beforehand, so skipping work on timed calls is caught whenever a check lands among them; the buffers
+        after it show a kernel that writes its inputs during timing."""
+        k, seed = self.checks[j]
+        base = self.arg_sets[k % len(self.arg_sets)]
+        for buf, val in zip(self.buffers, check_inputs(base, seed)):
+            if isinstance(buf, torch.Tensor):
+                buf.copy_(val)
         out = self.fn(*self.buffers)
         if self.cuda:
             self.t.synchronize()
-        self.check_outputs[j] = self.keep(out)
+        self.checks_done.add(j)
+        self.emit(f"check/{j}", out, self.buffers)
 
     def _load_next(self) -> None:
-        load_scaled(self.buffers, self.arg_sets[self.calls % len(self.arg_sets)], self.t.uniform(*SCALE_RANGE))
+        generator = torch.Generator(device=self.device)  # seeded from the OS's entropy, dropped after the load
+        generator.manual_seed(self.t.entropy(62))
+        load_perturbed(self.buffers, self.arg_sets[self.calls % len(self.arg_sets)], generator)
+        del generator
         self.calls += 1
 
     def warm_up(self, n: int) -> float:
@@ -162,9 +213,23 @@ class Measurement:
                 t.synchronize()
             return (t.perf_counter() - t0) / max(1, n)
 
-    def block(self, n: int) -> list[float]:
-        """`n` timed trials (ms), each on freshly scaled inputs; also appended to `times_ms`."""
-        t, fn, buffers = self.t, self.fn, self.buffers
+    def place_checks(self, n: int, count: int) -> dict[int, list[int]]:
+        """The next `count` check calls, each before a trial index drawn from the OS's entropy in [0, n)."""
+        placed: dict[int, list[int]] = {}
+        rng = random.SystemRandom()
+        while count > 0 and self._next_check < len(self.checks):
+            placed.setdefault(rng.randrange(max(1, n)), []).append(self._next_check)
+            self._next_check += 1
+            count -= 1
+        return placed
+
+    def block(self, n: int, checks: int = 1) -> list[float]:
+        """`n` timed trials (ms), each on freshly perturbed inputs in buffers allocated for this block, with
+        `checks` check calls (while any remain) among them; also appended to `times_ms`."""
+        t, fn = self.t, self.fn
+        self.buffers = _fresh(self.arg_sets[0])  # new buffers per block: an address says little about the phase
+        buffers = self.buffers
+        placed = self.place_checks(n, checks)
         times: list[float] = []
         # No cyclic collection inside a block (as `timeit` does): a pass over a process with torch loaded takes
         # milliseconds, would land in a random trial, and, outside the trials, in the untimed time that
@@ -173,11 +238,9 @@ class Measurement:
         gc.disable()
         try:
             with torch.no_grad():
-                for _ in range(n):
-                    j = self._check_before.get(self._trial)
-                    if j is not None:
+                for i in range(n):
+                    for j in placed.get(i, ()):
                         self._check(j)
-                    self._trial += 1
                     self._load_next()
                     if self.cuda:
                         self.flush.zero_()
@@ -199,44 +262,52 @@ class Measurement:
         self.times_ms += times
         return times
 
-    def run_checks(self) -> list[Any]:
-        """Every check call not yet made (fewer trials ran than planned, or none: the reference computing the
-        expected outputs); returns `check_outputs`."""
+    def run_checks(self) -> None:
+        """Every check call not yet made (fewer blocks ran than there are checks, or none: the reference
+        computing the expected outputs)."""
         with torch.no_grad():
-            for j, done in enumerate(self.check_outputs):
-                if done is None:
+            for j in range(len(self.checks)):
+                if j not in self.checks_done:
                     self._check(j)
-        return self.check_outputs
 
-    def verify(self) -> list[Any]:
-        """Left-over check calls, then an untimed round over the unperturbed base sets in the same buffers:
-        `keep(output)` of each base set."""
+    def verify(self) -> None:
+        """Left-over check calls, then an untimed round over the unperturbed base sets in the same buffers,
+        each output passed to `emit` as `verify/<set>`."""
         self.run_checks()
-        last: list[Any] = []
         with torch.no_grad():
-            for s in self.arg_sets:
+            for i, s in enumerate(self.arg_sets):
                 load_scaled(self.buffers, s, 1.0)
                 out = self.fn(*self.buffers)
                 if self.cuda:
                     self.t.synchronize()
-                last.append(self.keep(out))
-        return last
+                self.emit(f"verify/{i}", out, self.buffers)
+
+
+MIN_TRIALS = 10
+"""Default floor of timed trials per side (`EvalConfig.min_timing_trials`)."""
+
+
+def trial_count(trials: int, floor: int, budget_s: float, per_call_s: float) -> int:
+    """Trials for a budget: `trials`, fewer when the calls are slow, never fewer than `min(floor, trials)`.
+    Why a floor: the per-call time comes from the candidate's own warm-up, which it can make as slow as it
+    likes; below the floor it buys nothing."""
+    return max(min(floor, trials), min(trials, int(budget_s / max(per_call_s, 1e-7))))
 
 
 def measure(fn: Callable[..., Any], arg_sets: list[list[Any]], device: str, warmup: int, trials: int,
-            budget_s: float, keep: Callable[[Any], Any],
-            checks: list[tuple[int, float]] | tuple = ()) -> tuple[TimingStats, list[Any], list[Any]]:
-    """Time `fn` over `arg_sets` (already on `device`), each call on freshly scaled values in one set of buffers.
+            budget_s: float, emit: Callable[[str, Any, list[Any]], None],
+            checks: list[tuple[int, int]] | tuple = (), floor: int = MIN_TRIALS) -> TimingStats:
+    """Time `fn` over `arg_sets` (already on `device`), each call on freshly perturbed values.
 
-    Returns the stats, `keep(output)` of an untimed final round on the unperturbed sets, and of each hidden
-    check call (`Measurement._check`). `budget_s` caps the time spent: a slow forward gets fewer trials (at
-    least 5) rather than a timeout.
+    Every check call lands among the trials that run (positions drawn after the count is fixed); then the
+    verification round. `budget_s` caps the time spent: a slow forward gets fewer trials (at least `floor`)
+    rather than a timeout.
     """
-    m = Measurement(fn, arg_sets, device, keep, checks, trials)
+    m = Measurement(fn, arg_sets, device, emit, checks)
     per_call_s = m.warm_up(warmup)
-    m.block(max(min(5, trials), min(trials, int(budget_s / max(per_call_s, 1e-7)))))
-    last = m.verify()
-    return stats(m.times_ms, warmup), last, m.check_outputs
+    m.block(trial_count(trials, floor, budget_s, per_call_s), checks=len(m.checks))
+    m.verify()
+    return stats(m.times_ms, warmup)
 
 
 class Channel:
@@ -272,8 +343,8 @@ class Channel:
 
 
 def serve_blocks(m: Measurement, warmup: int, channel: Channel) -> list[list[float]]:
-    """Paired timing, child side: warm up, say `ready <ms per call>`, then time `n` trials on each `T n`
-    and answer `done`, until `E`. Returns the blocks' times (ms)."""
+    """Paired timing, child side: warm up, say `ready <ms per call>`, then time `n` trials (one check call among
+    them while any remain) on each `T n` and answer `done`, until `E`. Returns the blocks' times (ms)."""
     per_call_ms = 1e3 * m.warm_up(warmup)
     channel.send(f"ready {per_call_ms:.6f}")
     blocks: list[list[float]] = []

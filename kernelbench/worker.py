@@ -3,17 +3,20 @@
 Modes:
 - `compile`: import the candidate (its `load_inline` calls build into TORCH_EXTENSIONS_DIR) and check that
   it defines a `ModelNew` class.
-- `reference`: run only the task's trusted `Model`: build the input sets from the parent's seeds, compute
-  reference outputs at full precision (TF32 off), time the reference. Writes `inputs.pt` and `reference.pt`.
-  With `paired` in the job (CPU), both children time in blocks on the parent's word over inherited pipes
-  (`timing.serve_blocks`, `kernelbench.paired`), the reference staying alive beside the candidate.
+- `reference`: run only the task's trusted `Model`: build the input sets and the timing sets from the parent's
+  seeds, compute reference outputs at full precision (TF32 off), the hidden check calls' outputs, time the
+  reference. Writes `inputs.pt` and `reference.pt`. With `paired` in the job (CPU), both children time in
+  blocks on the parent's word over inherited pipes (`timing.serve_blocks`, `kernelbench.paired`), the reference
+  staying alive beside the candidate.
 - `run`: load and unlink `inputs.pt`, install kernel-call counting, snapshot every object the measurement
   and the checks depend on (`Snapshot`), count the OS threads, THEN import the candidate; build `ModelNew`
   after the same init seed, run every input set on clones, time it, trace the aten ops of one forward.
   After every phase the snapshot is verified and restored (`timer_patched` / `harness_tampered`), and the
-  threads are counted again (`dynamic:threads`). Writes plain dense tensors (outputs, inputs after the call, outputs of the last
-  timing round) to `outputs.pt`; the parent compares. This child never sees reference outputs.
-The child writes `result.json` echoing the job's nonce; anything else it prints is only a log tail.
+  threads are counted again (`dynamic:threads`). Each call's output and arguments afterwards (correctness,
+  check and verification calls) go to the parent over its report pipe as soon as the call returns, the final
+  report last (`kernelbench.report`); the parent compares. This child never sees reference outputs.
+The compile and reference children write `result.json` echoing the job's nonce; every child ends with
+`os._exit` right after reporting. Anything else a child prints is only a log tail.
 """
 
 from __future__ import annotations
@@ -130,10 +133,46 @@ def _full_precision() -> None:
     torch.backends.cudnn.allow_tf32 = False
 
 
-def run_reference(job: dict[str, Any], scratch: str) -> dict[str, Any]:
+def _discard(label: str, out: Any, buffers: list[Any]) -> None:
+    """The reference's stand-in for the run child's report of a check or verification call: the same copies and
+    serialisation, thrown away, so both children do the same untimed work per block (`paired.unaccounted`)."""
+    _report_value(out, buffers)
+
+
+def _sink(job: dict[str, Any]) -> Any:
+    """The reference's stand-in reports during paired timing: the same bytes the run child sends, written into a
+    pipe the parent drains and drops (`discard_fd`), so both children pay the same copies and pipe round trips
+    inside their blocks (`paired.unaccounted` compares what the blocks leave unaccounted for)."""
+    if "discard_fd" not in job:
+        return _discard
+    from kernelbench import report
+
+    out = report.Reporter(int(job["discard_fd"]))
+    return lambda label, value, buffers: out.send_bytes("verify/0", _report_value(value, buffers))
+
+
+def _report_value(out: Any, buffers: list[Any]) -> bytes:
+    import io
+
     import torch
 
-    from kernelbench.inputs import Seeds, clone_args, make_input_sets, to_device
+    buf = io.BytesIO()
+    torch.save(_call_record(out, buffers), buf)
+    return buf.getvalue()
+
+
+def _call_record(out: Any, args: list[Any]) -> dict[str, Any]:
+    """What the parent judges of one call: the output as plain dense tensors and the arguments after the call."""
+    import torch
+
+    return {"outputs": flatten_output(out)[1],
+            "inputs_after": [flatten_output(a)[1][0] if isinstance(a, torch.Tensor) else None for a in args]}
+
+
+def run_reference(job: dict[str, Any], scratch: str, reporter: Any = None) -> dict[str, Any]:
+    import torch
+
+    from kernelbench.inputs import Seeds, clone_args, make_input_sets, make_timing_sets, to_device
     from kernelbench.problem import load_problem
     from kernelbench.task import Task
 
@@ -141,47 +180,59 @@ def run_reference(job: dict[str, Any], scratch: str) -> dict[str, Any]:
     torch.set_num_threads(job["threads"])
     _full_precision()
     problem = load_problem(Task(**job["task"]), job["size"])
-    seeds = Seeds(job["init_seed"], tuple(job["input_seeds"]), tuple(job["extra_seeds"]))
+    seeds = Seeds(job["init_seed"], tuple(job["input_seeds"]), tuple(job["extra_seeds"]),
+                  tuple(job.get("timing_seeds", ())))
     torch.manual_seed(seeds.init_seed)
     init_inputs = list(problem.get_init_inputs())
     torch.manual_seed(seeds.init_seed)
     model = problem.Model(*init_inputs).to(device)
     sets = make_input_sets(problem.get_inputs, seeds)
-    outputs, structures = [], []
+    timing_sets = make_timing_sets(problem.get_inputs, seeds) if job["timing_trials"] > 0 else []
+    if job["timing_trials"] > 0 and not timing_sets:  # no timing seeds (a baseline with no candidate to judge)
+        timing_sets = [clone_args(s) for s in sets[: job["timing_input_sets"]]]
+    outputs, structures, timing_outputs = [], [], []
     with torch.no_grad():
         for s in sets:
             structure, tensors, _ = flatten_output(model(*to_device(clone_args(s), device)))
             outputs.append(tensors)
             structures.append(structure)
-    timed = [to_device(s, device) for s in sets[: job["timing_input_sets"]]] if job["timing_trials"] > 0 else []
-    check_outputs: list[Any] = []
-    if job.get("timing_checks"):  # the expected outputs of the run child's hidden check calls: same code, same calls
-        check_outputs = timing.Measurement(model, timed, device, keep=lambda o: flatten_output(o)[1],
-                                           checks=job["timing_checks"]).run_checks()
+        for s in timing_sets:
+            timing_outputs.append(flatten_output(model(*to_device(clone_args(s), device)))[1])
+    timed = [to_device(s, device) for s in timing_sets]
+    checks = [tuple(c) for c in job.get("timing_checks", [])]
+    check_outputs: list[Any] = [None] * len(checks)
+
+    def keep(label: str, out: Any, buffers: list[Any]) -> None:
+        check_outputs[int(label.split("/")[1])] = flatten_output(out)[1]
+
+    if checks:  # the expected outputs of the run child's hidden check calls: same code, same calls
+        timing.Measurement(model, timed, device, keep, checks).run_checks()
     _sync(device)
-    torch.save({"init_inputs": init_inputs, "sets": sets}, os.path.join(scratch, "inputs.pt"))
-    torch.save({"outputs": outputs, "check_outputs": check_outputs}, os.path.join(scratch, "reference.pt"))
+    torch.save({"init_inputs": init_inputs, "sets": sets, "timing_sets": timing_sets}, os.path.join(scratch, "inputs.pt"))
+    torch.save({"outputs": outputs, "timing_outputs": timing_outputs, "check_outputs": check_outputs},
+               os.path.join(scratch, "reference.pt"))
     result: dict[str, Any] = {"ok": True, "structures": structures}
     if job["timing_trials"] > 0:
         if job.get("paired"):  # blocks on the parent's word, alternating with the candidate's (kernelbench.paired)
-            m = timing.Measurement(model, timed, device, keep=lambda o: None)
+            sink = _sink(job)
+            m = timing.Measurement(model, timed, device, sink, checks)
             blocks = timing.serve_blocks(m, job["warmup_trials"], timing.Channel(**job["paired"]))
             if m.times_ms:
                 result["timing"] = timing.stats(m.times_ms, job["warmup_trials"]).to_dict()
                 result["timing_blocks"] = blocks
         else:
-            st, _, _ = timing.measure(model, timed, device, job["warmup_trials"], job["timing_trials"],
-                                      job["timing_budget_s"], keep=lambda o: None)
+            st = timing.measure(model, timed, device, job["warmup_trials"], job["timing_trials"],
+                                job["timing_budget_s"], _discard, checks, job.get("min_trials", timing.MIN_TRIALS))
             result["timing"] = st.to_dict()
         if job.get("time_compile"):
             compiled = torch.compile(model)
-            st, _, _ = timing.measure(compiled, timed, device, job["warmup_trials"], job["timing_trials"],
-                                      job["timing_budget_s"], keep=lambda o: None)
+            st = timing.measure(compiled, timed, device, job["warmup_trials"], job["timing_trials"],
+                                job["timing_budget_s"], _discard, checks, job.get("min_trials", timing.MIN_TRIALS))
             result["compile_timing"] = st.to_dict()
     return result
 
 
-def run_compile(job: dict[str, Any], scratch: str) -> dict[str, Any]:
+def run_compile(job: dict[str, Any], scratch: str, reporter: Any = None) -> dict[str, Any]:
     from kernelbench import builds
 
     builds.patch_load_inline(job["device"], job.get("pch_dir", ""))
@@ -287,10 +338,10 @@ def harness_holders(kernel_calls: Any, op_policy: Any) -> list[tuple[str, Any]]:
     import torch.utils._python_dispatch as python_dispatch
     import torch.utils.cpp_extension as cpp_extension
 
-    from kernelbench import builds, inputs, sandbox
+    from kernelbench import builds, inputs, report, sandbox
 
     modules = [builtins, time, os, os.path, json, threading, traceback, types, torch, torch.cuda, torch.serialization,
-               python_dispatch, cpp_extension, timing, inputs, builds, sandbox, sys.modules[__name__]]
+               python_dispatch, cpp_extension, timing, inputs, builds, report, sandbox, sys.modules[__name__]]
     modules += [kernel_calls, op_policy]
     classes = [torch.Tensor, torch.cuda.Event, python_dispatch.TorchDispatchMode, timing.Timers, Snapshot]
     classes += [v for m in modules if m.__name__.startswith("kernelbench.") for v in vars(m).values()
@@ -313,7 +364,7 @@ def _audit(snapshot: Snapshot, result: dict[str, Any], phase: str, extra: list[s
     snapshot.restore()
 
 
-def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
+def run_candidate(job: dict[str, Any], scratch: str, reporter: Any = None) -> dict[str, Any]:
     import torch
 
     from kernelbench import builds, kernel_calls, op_policy  # imported, never probed: a check that cannot load is an error
@@ -331,9 +382,11 @@ def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
     builds.patch_load_inline(device, job.get("pch_dir", ""))
     # Captured references: the phases below call these locals, never a module attribute the candidate can rebind.
     snapshot = Snapshot(harness_holders(kernel_calls, op_policy))
-    audit, measure, flatten, sync, save, active = _audit, timing.measure, flatten_output, _sync, torch.save, \
-        threading.active_count
+    audit, measure, flatten, sync, active = _audit, timing.measure, flatten_output, _sync, threading.active_count
     count_threads, timers_intact, no_grad = os_threads, timing.timers_intact, torch.no_grad
+    if reporter is None:
+        raise RuntimeError("the run child needs the parent's report pipe (job field report_fd)")
+    send, record = reporter.send_tensors, _call_record
     measurement, serve, stats = timing.Measurement, timing.serve_blocks, timing.stats
     channel = timing.Channel(**job["paired"]) if job.get("paired") else None
     reset, count, wrappers = kernel_calls.reset, kernel_calls.count, kernel_calls.wrappers_intact
@@ -357,37 +410,38 @@ def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
     checkpoint("init")
     # from here on no thread or process can start: import and __init__ may still run load_inline (ninja)
     result["new_tasks_refused"] = refuse_tasks()
-    outputs, inputs_after, metas, structures = [], [], [], []
+    metas, structures = [], []
     result["phase"] = "forward"
+    # Each call's output and its arguments afterwards leave for the parent before the next candidate call:
+    # nothing the candidate runs later (another call, a thread, an atexit handler) can change what was judged.
     with no_grad():
-        for s in data["sets"]:
+        for i, s in enumerate(data["sets"]):
             args = to_device(clone_args(s), device)
-            structure, tensors, meta = flatten(model(*args))
+            out = model(*args)
             sync(device)
-            outputs.append(tensors)
+            structure, _, meta = flatten(out)
+            send(f"forward/{i}", record(out, args))
             metas.append(meta)
             structures.append(structure)
-            inputs_after.append([flatten(a)[1][0] if isinstance(a, torch.Tensor) else None for a in args])
     checkpoint("forward")
-    timing_outputs: list[Any] = []
-    check_outputs: list[Any] = []
     if job["timing_trials"] > 0:
         result["phase"] = "timing"
-        timed = [to_device(s, device) for s in data["sets"][: job["timing_input_sets"]]]
-        checks = job.get("timing_checks", [])
+        timed = [to_device(s, device) for s in data["timing_sets"]]
+        checks = [tuple(c) for c in job.get("timing_checks", [])]
+
+        def emit(label: str, out: Any, buffers: list[Any]) -> None:
+            send(label, record(out, buffers))
+
         if channel is not None:  # paired: blocks on the parent's word (kernelbench.paired)
-            m = measurement(model, timed, device, keep=lambda o: flatten(o)[1], checks=checks,
-                            planned_trials=job["timing_trials"])
+            m = measurement(model, timed, device, emit, checks)
             blocks = serve(m, job["warmup_trials"], channel)
-            timing_outputs = m.verify()
-            check_outputs = m.check_outputs
+            m.verify()
             if m.times_ms:
                 result["timing"] = stats(m.times_ms, job["warmup_trials"]).to_dict()
                 result["timing_blocks"] = blocks
         else:
-            st, timing_outputs, check_outputs = measure(model, timed, device, job["warmup_trials"],
-                                                        job["timing_trials"], job["timing_budget_s"],
-                                                        keep=lambda o: flatten(o)[1], checks=checks)
+            st = measure(model, timed, device, job["warmup_trials"], job["timing_trials"], job["timing_budget_s"],
+                         emit, checks, job.get("min_trials", timing.MIN_TRIALS))
             result["timing"] = st.to_dict()
         checkpoint("timing")
     result["phase"] = "trace"
@@ -401,9 +455,6 @@ def run_candidate(job: dict[str, Any], scratch: str) -> dict[str, Any]:
         ops = list(tracer.ops)
     calls = count()
     checkpoint("trace")
-    save({"outputs": outputs, "inputs_after": inputs_after, "timing_outputs": timing_outputs,
-          "check_outputs": check_outputs},
-         os.path.join(scratch, "outputs.pt"))
     result["timer_patched"] += [f"{name} (public)" for name in timers_intact()]
     result.update(ok=True, phase="done", structures=structures, output_meta=metas, ops=ops, kernel_calls=calls,
                   threads_before=threads_before, threads_after=threads_after[0], os_threads_before=os_before,
@@ -426,7 +477,15 @@ def _describe(e: BaseException) -> dict[str, Any]:
 MODES = {"compile": run_compile, "reference": run_reference, "run": run_candidate}
 
 
+_exit, _flush_out, _flush_err = os._exit, sys.stdout.flush, sys.stderr.flush
+"""Captured at import, before any candidate code: how the child ends."""
+
+
 def main(argv: list[str]) -> int:
+    """Run the job, report, and end through `os._exit`: no `atexit` handler, no C++ static destructor and no
+    Python finaliser of candidate code runs after the report (they once rewrote the result files)."""
+    from kernelbench import report
+
     scratch = argv[1]
     job_path = os.path.join(scratch, "job.json")
     with open(job_path) as f:
@@ -434,16 +493,31 @@ def main(argv: list[str]) -> int:
     os.unlink(job_path)
     progress(sandbox.STARTED, close=job.get("mode") == "reference")  # the reference runs only trusted code
     nonce = job.get("nonce", "")
+    # the run child's verdicts travel over the parent's pipe (kernelbench.report); opened before candidate code
+    reporter = report.Reporter(int(job["report_fd"])) if "report_fd" in job else None
     try:
-        result = MODES[job["mode"]](job, scratch)
+        result = MODES[job["mode"]](job, scratch, reporter)
     except BaseException as e:  # SystemExit / KeyboardInterrupt from candidate code are its faults, reported
         result = {"ok": False, "phase": _phase_of(e), **_describe(e)}
     result["nonce"] = nonce
-    tmp = os.path.join(scratch, RESULT_FILE + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(result, f, default=str)
-    os.replace(tmp, os.path.join(scratch, RESULT_FILE))
-    return 0
+    code = 0
+    try:
+        if reporter is not None:
+            reporter.send_result(result)
+        else:  # the compile and reference children: a file in their scratch folder
+            tmp = os.path.join(scratch, RESULT_FILE + ".tmp")
+            with open(tmp, "w") as f:
+                json.dump(result, f, default=str)
+            os.replace(tmp, os.path.join(scratch, RESULT_FILE))
+    except BaseException:
+        code = 3
+    try:
+        _flush_out()
+        _flush_err()
+    except BaseException:
+        pass
+    _exit(code)
+    return code  # not reached
 
 
 def _phase_of(e: BaseException) -> str:

@@ -13,9 +13,9 @@ Two passes, as DESIGN.md rule 1 and 5 ask of the defences:
 The control (`honest_relu.py`) must score above 0, so a harness that fails everything cannot pass.
 Compiles dominate the cost (12-30 s each on 2 cores). The candidates share C++: those judged at run time
 with static checks on carry one library (`adv_kernels`) and the sandbox escapes another (`adv_escape`,
-per-run values passed from Python), and the C++ timing forger a third (`adv_forge`); each attack is what
-its forward calls. The build cache is keyed on what is compiled (`kernelbench.builds.cache_key`), so the
-suite compiles three extensions, and the session-wide `build_cache_dir` serves them to every candidate.
+per-run values passed from Python), the C++ timing forger a third (`adv_forge`) and the attacks on the
+verdict channel and the timing inputs a fourth (`adv_integrity`); each attack is what its forward calls. The build cache is keyed on what is compiled (`kernelbench.builds.cache_key`), so the
+suite compiles four extensions, and the session-wide `build_cache_dir` serves them to every candidate.
 """
 
 from __future__ import annotations
@@ -181,13 +181,22 @@ ATTACKS = [
     Attack("guessed_seed.py", static_flags=("static:no_custom_kernel",), statuses=(REJECTED, INCORRECT),
            feedback=(MISMATCH,)),
     Attack("expanded_view.py", task="column_mean", statuses=(INCORRECT,), feedback=("overlapping",)),
-    Attack("timing_channel.py", static_flags=("static:forbidden_import",), flags=("timing_inconsistent",)),
+    Attack("timing_channel.py", static_flags=("static:forbidden_import",),
+           any_flag=("timing_inconsistent", "dynamic:harness_tampered")),
     # Counting calls finds the timed ones; a hidden check call among them sees the skipped work.
     Attack("skip_timed_calls.py", statuses=(INCORRECT,), feedback=("during timing",)),
     Attack("forge_times_frames.py", task="linear", static_flags=("static:dynamic_code",),
            flags=("timing_inconsistent",)),
     Attack("cpp_forge_times.py", task="linear", static_flags=("static:python_objects",),
            flags=("timing_inconsistent",)),
+    # The report leaves over the parent's pipe and the child ends with os._exit: the atexit edit never lands.
+    Attack("atexit_rewrites_result.py", static_flags=("static:forbidden_import",),
+           any_flag=("dynamic:torch_compute_op", "dynamic:kernel_not_called")),
+    # Timed inputs perturbed element by element from their own sets: a scaled first stage never matches.
+    Attack("linear_stage_cache.py", task="linear", statuses=(CORRECT,), max_speedup=1.0),
+    # 100 planned trials, the warm-up making room for a handful: checks among the trials that run, one per block.
+    Attack("slow_warmup_skip.py", statuses=(INCORRECT,), feedback=("during timing",), overrides=dict(timing_trials=100)),
+    Attack("inplace_timing.py", statuses=(INCORRECT,), feedback=("modified in place",)),
     Attack("cpp_hang.py", statuses=(TIMEOUT,), overrides=HANG),
     Attack("python_sleep.py", static_flags=("static:forbidden_import",), statuses=(TIMEOUT,), overrides=HANG),
     Attack("cpp_segfault.py", statuses=(RUNTIME_ERROR,), feedback=("SIGSEGV",)),
@@ -470,8 +479,12 @@ def test_build_key_is_shared_only_by_identical_compiles(variant, shared):
 def test_adversarial_candidates_share_their_builds():
     from kernelbench.builds import cache_key
 
-    keys = {cache_key(source(a.file), "cpu") for a in ATTACKS if not a.static_flags and "load_inline" in source(a.file)}
-    assert len(keys) == 1, "the run-time candidates should carry the one shared C++ library"
+    for library in ("adv_kernels", "adv_integrity"):
+        keys = {cache_key(source(a.file), "cpu") for a in ATTACKS
+                if not a.static_flags and f'name="{library}"' in source(a.file)}
+        assert len(keys) == 1, f"the run-time candidates should carry the one shared C++ library {library}"
+    assert all('name="adv_kernels"' in source(a.file) or 'name="adv_integrity"' in source(a.file)
+               for a in ATTACKS if not a.static_flags and "load_inline" in source(a.file))
 
 
 @pytest.mark.parametrize("error,oom", [

@@ -175,3 +175,58 @@ def test_compare_nan_positions_dtype_and_strides():
     assert "strides" in compare.compare_outputs([a], [a], meta, "cpu", atol, rtol).reason
     assert "modified" in compare.inputs_unchanged([a], [a + 1])
     assert compare.inputs_unchanged([a, 3], [a.clone(), 3]) == ""
+
+
+def test_report_frames_keep_order_and_refuse_anything_else():
+    """`kernelbench.report`: frames over a real pipe; a repeated or unexpected label, a frame out of sequence
+    or bytes after the final report void the report; a frame cut short is only truncated."""
+    import os
+    import threading
+
+    from kernelbench import report
+
+    def sent(write) -> bytes:
+        read_fd, write_fd = os.pipe()
+        chunks: list[bytes] = []
+        reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: os.read(read_fd, 1 << 16), b"")))
+        reader.start()
+        write(report.Reporter(write_fd))
+        os.close(write_fd)
+        reader.join()
+        os.close(read_fd)
+        return b"".join(chunks)
+
+    def honest(r):
+        r.send_tensors("forward/0", {"outputs": [torch.arange(70000.0)], "inputs_after": [None]})
+        r.send_tensors("check/0", {"outputs": [torch.ones(2)], "inputs_after": [torch.zeros(2)]})
+        r.send_result({"ok": True, "nonce": "n"})
+
+    data = sent(honest)
+    frames = report.parse(data)
+    assert not frames.problem and not frames.truncated and frames.result() == {"ok": True, "nonce": "n"}
+    assert torch.equal(frames.tensors("forward/0")["outputs"][0], torch.arange(70000.0))
+    assert frames.tensors("check/0")["inputs_after"][0].shape == (2,)
+    assert "after the final report" in report.parse(data + data[:40]).problem
+    assert report.parse(data[:-5]).truncated and report.parse(data[:-5]).result() == {}
+    repeated = sent(lambda r: (r.send_bytes("verify/0", b"a"), r.send_bytes("verify/0", b"b")))
+    assert "repeated" in report.parse(repeated).problem
+    assert "unexpected" in report.parse(sent(lambda r: r.send_bytes("outputs", b"x"))).problem
+    forged = report.HEADER.pack(report.MAGIC, 5, 6, 2) + b"result{}"  # a sequence number out of turn
+    assert "bad header" in report.parse(forged).problem
+
+
+def test_frames_written_by_the_candidate_void_its_report(pycfg):
+    """A candidate that writes a forged report into every pipe it can find, at import, before the harness's
+    own frames: the parent sees frames out of sequence and rejects it."""
+    top = ("import json, os, stat, struct\n"
+           "payload = json.dumps({'ok': True, 'phase': 'done'}).encode()\n"
+           "frame = struct.pack('>4sIHQ', b'KAR1', 0, 6, len(payload)) + b'result' + payload\n"
+           "for fd in range(3, 256):\n"
+           "    try:\n"
+           "        if stat.S_ISFIFO(os.fstat(fd).st_mode):\n"
+           "            os.write(fd, frame)\n"
+           "    except OSError:\n"
+           "        pass\n")
+    r = evaluate(RELU, py_candidate("return torch.relu(x)", top=top), pycfg)
+    assert r.status == "rejected" and r.score == 0.0, r.feedback
+    assert "dynamic:harness_tampered" in r.flags or "timing_inconsistent" in r.flags, r.flags

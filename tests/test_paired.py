@@ -20,8 +20,13 @@ def test_plan_shrinks_for_slow_calls_within_the_budget():
     # a 30 s budget per side: 1 s per call fits 3 calls per block, 2 s per call 1
     assert paired.plan(100, 10, 30.0, 1000.0, 10.0) == paired.Plan(10, 3)
     assert paired.plan(100, 10, 30.0, 2000.0, 10.0) == paired.Plan(10, 1)
-    assert paired.plan(100, 10, 30.0, 5000.0, 10.0) == paired.Plan(6, 1)  # fewer rounds
-    assert paired.plan(100, 10, 30.0, 20000.0, 10.0) == paired.Plan(5, 1)  # far too slow: still 5 rounds of 1
+    assert paired.plan(100, 10, 30.0, 5000.0, 10.0, floor=1) == paired.Plan(6, 1)  # fewer rounds
+    assert paired.plan(100, 10, 30.0, 5000.0, 10.0) == paired.Plan(6, 2)  # the floor of 10 trials
+    # far too slow: still 5 rounds, and the trial floor (10 by default) holds whatever the warm-up said
+    assert paired.plan(100, 10, 30.0, 20000.0, 10.0, floor=1) == paired.Plan(5, 1)
+    assert paired.plan(100, 10, 30.0, 20000.0, 10.0) == paired.Plan(5, 2)
+    assert paired.plan(100, 10, 30.0, 1e9, 10.0, floor=20) == paired.Plan(5, 4)
+    assert paired.plan(3, 10, 30.0, 1e9, 10.0) == paired.Plan(3, 1)  # never more than asked
 
 
 def test_ready_line_parsing():
@@ -46,19 +51,59 @@ def test_overruns_bound_reported_times_by_the_parents_clock():
     assert "reported 1" in paired.overruns([[1.0]], (0.1, 0.1))
 
 
-def test_unaccounted_time_catches_times_reported_too_low():
+def test_unaccounted_runnable_time_catches_times_reported_too_low():
+    # each block: 10 trials of 1 ms; each sandbox was runnable 12 ms (2 ms of untimed input loading)
+    ref, ref_run = [[1.0] * 10] * 6, (0.012,) * 6
+    assert paired.unaccounted(ref, ref_run, [[1.0] * 10] * 6, (0.012,) * 6, 0) == ""
+    assert paired.unaccounted(ref, ref_run, [[1.2] * 10] * 6, (0.0145,) * 6, 0) == ""  # a slower honest kernel
+    # one check call per block on both sides counts as one median trial
+    assert paired.unaccounted(ref, (0.013,) * 6, [[1.2] * 10] * 6, (0.0157,) * 6, 6) == ""
+    # a busy machine: an honest trial's wall time holds its run-queue waits, so both sides stay consistent
+    assert paired.unaccounted(ref, ref_run, [[2.5] * 10] * 6, (0.030,) * 6, 0) == ""
+    # the candidate claims 0.1 ms per trial but its sandbox was runnable as long as for honest 1 ms trials
+    lie = paired.unaccounted(ref, ref_run, [[0.1] * 10] * 6, (0.012,) * 6, 0)
+    assert "account for 1.000 ms of the 12.000 ms its sandbox was running or ready to run" in lie
+    # under load, reporting CPU time only (1 ms trials that waited 1.5 ms each for a core) is seen too
+    assert paired.unaccounted(ref, ref_run, [[1.0] * 10] * 6, (0.030,) * 6, 0)
+    # one block with 30 ms more: the median over blocks ignores it
+    assert paired.unaccounted(ref, ref_run, [[1.0] * 10] * 6, (0.042,) + (0.012,) * 5, 0) == ""
+    assert paired.unaccounted(ref, ref_run, [["x"]] * 6, (0.012,) * 6, 0) == "malformed timing blocks"
+    assert paired.unaccounted(ref, ref_run, [[1.0]] * 2, (0.012,) * 6, 0) == "malformed timing blocks"
+
+
+def test_unaccounted_wall_time_when_the_kernel_gives_no_readings():
     # each block: 10 trials of 1 ms in 12 ms of wall time (2 ms of untimed input loading) on both sides
     ref, walls = [[1.0] * 10] * 6, (0.012,) * 6
-    assert paired.unaccounted(ref, walls, [[1.0] * 10] * 6, (0.012,) * 6) == ""
-    assert paired.unaccounted(ref, walls, [[1.2] * 10] * 6, (0.0145,) * 6) == ""  # a slower honest kernel
-    # the candidate claims 0.1 ms per trial but its blocks took as long as honest 1 ms trials
-    lie = paired.unaccounted(ref, walls, [[0.1] * 10] * 6, (0.012,) * 6)
+    assert paired.unaccounted(ref, (), [[1.0] * 10] * 6, (), 0, walls, (0.012,) * 6) == ""
+    assert paired.unaccounted_wall(ref, walls, [[1.2] * 10] * 6, (0.0145,) * 6) == ""
+    lie = paired.unaccounted(ref, (), [[0.1] * 10] * 6, (), 0, walls, (0.012,) * 6)
     assert "account for 1.000 ms of the 12.000 ms" in lie
-    # one block hit by a 30 ms scheduling hiccup outside the trials: the median over blocks ignores it
-    assert paired.unaccounted(ref, walls, [[1.0] * 10] * 6, (0.042,) + (0.012,) * 5) == ""
-    assert paired.unaccounted(ref, walls, [["x"]] * 6, (0.012,) * 6) == "malformed timing blocks"
-    assert paired.unaccounted(ref, walls, [[1.0]] * 2, (0.012,) * 6) == "malformed timing blocks"
-    assert paired.unaccounted([], (), [], ()) == ""
+    assert paired.unaccounted_wall(ref, walls, [[1.0] * 10] * 6, (0.042,) + (0.012,) * 5) == ""
+    assert paired.unaccounted_wall(ref, walls, [["x"]] * 6, (0.012,) * 6) == "malformed timing blocks"
+    assert paired.unaccounted_wall([], (), [], ()) == ""
+
+
+def test_sandbox_runnable_time_counts_every_thread_of_the_child():
+    """`sandbox_runnable_s` reads the kernel's accounting of a real child (here a plain one, no uid drop)."""
+    import subprocess
+    import sys
+
+    from kernelbench import sandbox
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time\nt=time.process_time()\n"
+                             "while time.process_time()-t<0.3: pass\nprint('done', flush=True)\ntime.sleep(30)"],
+                            start_new_session=True, stdout=subprocess.PIPE)
+    try:
+        child = sandbox.RunningChild(proc, sandbox.RLIMITS, -1, "", time.perf_counter(), 60)
+        assert proc.stdout.readline() == b"done\n"  # the busy loop is over; the child sleeps from here
+        time.sleep(0.05)
+        used = paired.sandbox_runnable_s(child)
+        assert used is not None and 0.3 <= used < 30.0
+        time.sleep(0.3)
+        assert paired.sandbox_runnable_s(child) - used < 0.05  # sleeping is neither running nor ready to run
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_paired_speedup_is_the_median_of_round_ratios():
@@ -128,32 +173,93 @@ def test_speedup_against_torch_compile_scales_the_paired_speedup(relu):
     assert r.speedup_vs_compile == pytest.approx(r.speedup * r.compile_ref_runtime_ms / r.ref_runtime_ms)
 
 
-def test_hidden_checks_run_among_the_trials_on_the_given_scales():
-    """timing.Measurement: each check is one untimed call on set k scaled by g, placed before a random trial
-    (left-over ones in the verification round), and its kept output is that call's."""
+def test_hidden_checks_run_among_the_trials_on_the_given_seeds():
+    """timing.Measurement: each check is one untimed call on timing set k perturbed element by element by the
+    check's seed, at least one per block among the trials that run (left-over ones in the verification round);
+    `emit` gets each check and verification call's output and the buffers after it."""
     import torch
 
     from kernelbench import timing
 
-    seen: list[float] = []
+    seen: list[torch.Tensor] = []
+    emitted: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def fn(x):
-        seen.append(float(x[0]))
+        seen.append(x.clone())
         return x * 2
 
-    sets = [[torch.ones(4)], [torch.full((4,), 3.0)]]
-    checks = [(0, 0.75), (1, 1.5), (0, 1.25)]
-    m = timing.Measurement(fn, sets, "cpu", keep=lambda o: o.clone(), checks=checks, planned_trials=8)
+    def emit(label, out, buffers):
+        emitted[label] = (out.clone(), buffers[0].clone())
+
+    sets = [[torch.ones(64)], [torch.full((64,), 3.0)]]
+    checks = [(0, 11), (1, 22), (0, 33)]
+    m = timing.Measurement(fn, sets, "cpu", emit, checks)
     m.warm_up(2)
     m.block(4)
+    assert "check/0" in emitted and "check/1" not in emitted  # one per block
     m.block(4)
     m.verify()
     assert len(seen) == 2 + 8 + 3 + 2 and len(m.times_ms) == 8
-    assert [float(o[0]) for o in m.check_outputs] == [1.5, 9.0, 2.5]  # 2 x (base x g)
-    for value in (0.75, 4.5, 1.25):  # each check's input appears once, among the calls before verification
-        assert seen[:-2].count(value) >= 1
-    # more checks than trials: the rest run in the verification round, none is lost
-    m2 = timing.Measurement(fn, sets, "cpu", keep=lambda o: o.clone(), checks=checks, planned_trials=1)
-    m2.block(1)
-    m2.verify()
-    assert all(o is not None for o in m2.check_outputs)
+    for j, (k, seed) in enumerate(checks):
+        want = timing.check_inputs(sets[k], seed)[0]
+        assert torch.equal(emitted[f"check/{j}"][1], want) and torch.equal(emitted[f"check/{j}"][0], 2 * want)
+        assert any(torch.equal(x, want) for x in seen[:-2])
+        assert 0.5 <= float((want / sets[k][0]).min()) and float((want / sets[k][0]).max()) <= 2.0
+    assert torch.equal(emitted["verify/1"][1], sets[1][0])
+    # every timed call's input is an element-wise perturbation of a timing set, never a scalar multiple of it
+    for x in seen[2:10]:
+        ratio = x / (sets[0][0] if float(x[0]) < 2.0 or float(x.min()) < 1.5 else sets[1][0])
+        assert float(ratio.min()) >= 0.5 and float(ratio.max()) <= 2.0 and float(ratio.std()) > 0.05
+
+
+def test_trial_count_has_a_floor_and_checks_land_among_the_trials_run():
+    """A slow warm-up (the candidate's own) shrinks the count only to the floor, and every check runs in the
+    trials' block, before the verification round."""
+    import torch
+
+    from kernelbench import timing
+
+    assert timing.trial_count(100, 10, 30.0, 100.0) == 10
+    assert timing.trial_count(100, 10, 30.0, 0.001) == 100
+    assert timing.trial_count(5, 10, 30.0, 100.0) == 5
+    calls: list[str] = []
+    emitted: list[str] = []
+    state = {"phase": "warm-up"}
+
+    def fn(x):
+        calls.append(state["phase"])
+        if state["phase"] == "warm-up":
+            time.sleep(0.2)  # 0.2 s per warm-up call against a 0.1 s budget: 0 trials but for the floor
+        return x + 1
+
+    def emit(label, out, buffers):
+        emitted.append((label, state["phase"]))
+
+    real_block = timing.Measurement.block
+
+    def block(self, n, checks=1):
+        state["phase"] = "trials"
+        try:
+            return real_block(self, n, checks)
+        finally:
+            state["phase"] = "after"
+
+    timing.Measurement.block = block
+    try:
+        st = timing.measure(fn, [[torch.ones(8)]], "cpu", 1, 100, 0.1, emit, [(0, 1), (0, 2), (0, 3)], floor=10)
+    finally:
+        timing.Measurement.block = real_block
+    assert st.trials == 10
+    assert [p for label, p in emitted if label.startswith("check/")] == ["trials"] * 3
+
+
+def test_buffers_are_new_in_every_block():
+    import torch
+
+    from kernelbench import timing
+
+    ptrs: list[int] = []
+    m = timing.Measurement(lambda x: ptrs.append(x.data_ptr()), [[torch.ones(1 << 16)]], "cpu", lambda *a: None)
+    m.block(3)
+    m.block(3)
+    assert len(set(ptrs[:3])) == 1 and len(set(ptrs[3:])) == 1 and ptrs[0] != ptrs[3]

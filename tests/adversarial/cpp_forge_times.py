@@ -4,8 +4,9 @@ C API (the GIL is held during the call) to walk the interpreter's frames up to t
 every trial time recorded so far with 1 ns: no Python-level rule sees it.
 
 Defence: static `python_objects` (the Python C API in C++); with static checks off, paired timing's parent
-sees the lie: the reported trials leave far more of each candidate block's wall time unaccounted for than
-the reference's trials leave of its blocks (`paired.unaccounted`).
+sees the lie: the reported trials leave far more of the time each candidate block's sandbox was
+running or ready to run (the kernel's accounting, read by the parent) unaccounted for than the reference's
+trials leave of its blocks (`paired.unaccounted`).
 Expected: rejected, static:python_objects; static off: rejected, timing_inconsistent.
 """
 import torch.nn as nn

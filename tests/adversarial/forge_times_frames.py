@@ -5,8 +5,9 @@ whatever the candidate likes (20000x on a ReLU, outputs correct). Run on the lin
 matmul takes milliseconds, far above the untimed work of a trial, so the parent's check has a lie to see.
 
 Defence: static `dynamic_code` (frame attributes); with static checks off, paired timing's parent sees the
-lie: the reported trials leave far more of each candidate block's wall time (its own clock) unaccounted for
-than the reference's trials leave of its blocks (`paired.unaccounted`).
+lie: the reported trials leave far more of the time each candidate block's sandbox was running or ready to
+run (the kernel's accounting, read by the parent) unaccounted for than the reference's trials leave of its
+blocks (`paired.unaccounted`).
 Expected: rejected, static:dynamic_code; static off: rejected, timing_inconsistent.
 """
 import torch.nn as nn
