@@ -125,17 +125,18 @@ class Pairing:
     reference_block_wall_s: tuple[float, ...] = ()
     """Each reference block, likewise (the candidate frozen before the clock starts)."""
     candidate_block_runnable_s: tuple[float, ...] = ()
-    """Time every thread of every process in the candidate's sandbox spent running or ready to run in each
-    block, as the kernel accounts it (`sandbox_runnable_s`); empty when it could not be read."""
+    """Time the busiest thread of the candidate's sandbox spent running or ready to run in each block, as the
+    kernel accounts it (`busiest_thread_s`); empty when it could not be read."""
     reference_block_runnable_s: tuple[float, ...] = ()
     """The same for the reference's blocks."""
 
 
-def sandbox_runnable_s(child: sandbox.RunningChild) -> float | None:
-    """Seconds every thread of every process in `child`'s sandbox has spent on a CPU or waiting in a run queue
-    for one (kernel accounting, /proc/<pid>/task/<tid>/schedstat: run time and run-queue wait, in ns), or None
-    when /proc does not say. Time asleep (waiting for a pipe) is not in it. The candidate cannot forge it."""
-    total_ns, seen = 0, False
+def sandbox_runnable_ns(child: sandbox.RunningChild) -> dict[tuple[int, int], int] | None:
+    """Nanoseconds each thread of each process in `child`'s sandbox has spent on a CPU or waiting in a run
+    queue for one (kernel accounting, /proc/<pid>/task/<tid>/schedstat: run time plus run-queue wait), keyed by
+    (pid, tid); None when /proc does not say. Time asleep (waiting for a pipe) is not in it. The candidate
+    cannot forge it."""
+    times: dict[tuple[int, int], int] = {}
     for pid in sandbox._sandbox_pids(child.proc.pid, child.uid):
         try:
             tids = os.listdir(f"/proc/{pid}/task")
@@ -145,11 +146,22 @@ def sandbox_runnable_s(child: sandbox.RunningChild) -> float | None:
             try:
                 with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
                     fields = f.read().split()
-                total_ns += int(fields[0]) + int(fields[1])
-                seen = True
+                times[(pid, int(tid))] = int(fields[0]) + int(fields[1])
             except (OSError, ValueError, IndexError):
                 continue
-    return total_ns / 1e9 if seen else None
+    return times or None
+
+
+def busiest_thread_s(before: dict[tuple[int, int], int] | None,
+                     after: dict[tuple[int, int], int] | None) -> float | None:
+    """Seconds the busiest single thread of the sandbox was running or ready to run between two readings.
+    The busiest thread, not the sum: an honest OpenMP kernel's team threads spin-wait between parallel regions
+    (libomp's block time), so their sum counts one block several times over and made an honest kernel look as
+    if its trials left most of the block unaccounted for; one thread's time is bounded by the wall clock, and
+    work handed to other threads still shows in the thread that did it."""
+    if before is None or after is None:
+        return None
+    return max((ns - before.get(key, 0) for key, ns in after.items()), default=0) / 1e9
 
 
 def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_child: sandbox.RunningChild,
@@ -163,24 +175,22 @@ def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_ch
         for side in ((0, 1) if r % 2 == 0 else (1, 0)):
             if side == 0:
                 cand_child.freeze()
-                c0 = sandbox_runnable_s(ref_child)
+                c0 = sandbox_runnable_ns(ref_child)
                 t0 = time.perf_counter()
                 ok = ref.send(f"T {p.trials_per_block}") and ref.receive(ref_child.deadline) == "done"
                 ref_walls.append(time.perf_counter() - t0)
-                c1 = sandbox_runnable_s(ref_child)
-                ref_run.append(c1 - c0 if c0 is not None and c1 is not None else None)
+                ref_run.append(busiest_thread_s(c0, sandbox_runnable_ns(ref_child)))
                 cand_child.thaw()
                 if not ok:
                     return Pairing(r, tuple(walls), REFERENCE_STOPPED, tuple(ref_walls))
             else:
-                c0 = sandbox_runnable_s(cand_child)
+                c0 = sandbox_runnable_ns(cand_child)
                 t0 = time.perf_counter()
                 ok = cand.send(f"T {p.trials_per_block}") and cand.receive(cand_child.deadline) == "done"
                 if not ok:
                     return Pairing(r, tuple(walls), "the candidate stopped answering", tuple(ref_walls))
                 walls.append(time.perf_counter() - t0)
-                c1 = sandbox_runnable_s(cand_child)
-                cand_run.append(c1 - c0 if c0 is not None and c1 is not None else None)
+                cand_run.append(busiest_thread_s(c0, sandbox_runnable_ns(cand_child)))
     return Pairing(p.rounds, tuple(walls), reference_block_wall_s=tuple(ref_walls),
                    candidate_block_runnable_s=_known(cand_run), reference_block_runnable_s=_known(ref_run))
 
@@ -245,8 +255,8 @@ def unaccounted(ref_blocks: object, ref_runnable_s: tuple[float, ...], cand_bloc
     the profitable lie (a candidate that rewrote the timing loop's list from inside `forward` reported
     20000x with correct outputs). Outside its timed calls a block does the same trusted work in both children
     (loading fresh inputs, the check call, reporting), so what the trials leave unaccounted for should match.
-    The measure is each sandbox's RUNNABLE time in the block, as the kernel accounts it (`sandbox_runnable_s`:
-    on a CPU or waiting in a run queue for one), not the parent's wall clock: the wall clock also holds the
+    The measure is each sandbox's RUNNABLE time in the block, as the kernel accounts it for its busiest thread
+    (`busiest_thread_s`: on a CPU or waiting in a run queue for one), not the parent's wall clock: the wall clock also holds the
     parent's own delays in reading `done`, which a busy machine stretches on one side and not the other (the
     wall-clock form rejected an honest kernel at "1.852 ms of 6.968 ms" with the machine busy). An honest
     trial's wall time holds its own run-queue waits, so a candidate that reported only its CPU time is seen

@@ -200,7 +200,8 @@ def test_cpu_compiler_choice_and_fallback(compiler, monkeypatch, tmp_path):
     if not compiler("auto"):
         pytest.skip("clang++ with libomp is not installed")
     assert builds.cache_key(src, "cpu") != gcc_key and "clang" in builds.toolchain_fingerprint("cpu")
-    assert builds.toolchain_fingerprint("cuda") == "\n".join(builds._gcc_fingerprint("cuda"))
+    assert builds.toolchain_fingerprint("cuda") == "\n".join(builds._gcc_fingerprint("cuda")
+                                                             + [f"harness={builds.build_code_hash()}"])
     made = []
     monkeypatch.setattr(builds, "clang_pch_dir", lambda folder, flags: made.append(flags) or f"{folder}/clang")
     assert builds.pch_dir_for("/f", ("-O3",), "cpu") == "/f/clang" and made == [("-O3",)]

@@ -129,10 +129,12 @@ def test_timer_patching_is_rejected(pycfg):
     assert r.status == "rejected" and "dynamic:timer_patched" in r.flags and r.score == 0.0
 
 
-def test_thread_left_running_is_rejected(pycfg):
+def test_thread_started_in_forward_cannot_start(pycfg):
+    """After `__init__` the run child can start no thread (`sandbox.refuse_new_tasks`): the start fails inside
+    forward, a fault of the candidate's, score 0."""
     forward = "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\nreturn torch.relu(x)"
     r = evaluate(RELU, py_candidate(forward), pycfg)
-    assert r.status == "rejected" and "dynamic:threads" in r.flags
+    assert r.status == "runtime_error" and "thread" in r.feedback and r.score == 0.0, r.feedback
 
 
 def test_sys_exit_in_forward_is_runtime_error(pycfg):
