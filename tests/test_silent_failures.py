@@ -289,3 +289,6 @@ def test_cli_optimize_refuses_another_model_into_the_same_out(tmp_path):
     out = cli("optimize", str(tmp_path / "m.py"), "--device", "cpu", "--base-url", "http://127.0.0.1:9/v1",
               "--model", "new-model", "--out", str(tmp_path / "o"))
     one_line_error(out, 2, "another model", "old-model")
+    # refused before any work: the old run's config still credits the old model, nothing else was written
+    assert json.loads((tmp_path / "o" / "config.json").read_text())["model"] == "old-model"
+    assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["config.json"]
