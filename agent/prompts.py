@@ -36,6 +36,28 @@ DEVICE_GUIDE = {
     ),
 }
 
+LANGUAGES = ("cuda", "triton", "cpp")
+"""Kernel languages a prompt can ask for: `cuda` (CUDA C++ through load_inline, on a GPU), `cpp` (C++ through
+load_inline, on a CPU) and `triton` (`@triton.jit` kernels, either device)."""
+DEFAULT_LANGUAGE = {"cuda": "cuda", "cpu": "cpp"}
+
+TRITON_GUIDE = (
+    "Write Triton kernels: functions decorated with `@triton.jit`, using `triton.language as tl` only inside "
+    "them (`tl.program_id`, `tl.arange`, `tl.load`/`tl.store` with masks, `tl.sum`, `tl.max`, `tl.dot`, "
+    "`tl.exp`...), launched from `forward` as `kernel[grid](tensors, sizes, BLOCK=...)` with block sizes as "
+    "`tl.constexpr` arguments. Import only `torch`, `triton` and `triton.language`. A kernel body may use its "
+    "arguments, `tl`, other `@triton.jit` functions and module-level numeric constants, nothing else (no torch, "
+    "no Python helpers). Every load and store past the end of a tensor must be masked. fp32 `tl.dot` must pass "
+    "`input_precision=\"ieee\"` (the default rounds inputs to TF32, which misses the tolerance)."
+)
+TRITON_DEVICE_NOTE = {
+    "cuda": " Think about block sizes, `num_warps`, coalesced loads, and fusing several operations into one "
+            "kernel so that intermediate results never go back to global memory.",
+    "cpu": " On this CPU the kernels run under Triton's interpreter (each program of the grid runs as numpy "
+           "code): the harness judges correctness only and measures no speedup, so write the kernel you would "
+           "run on a GPU, and prefer few, large blocks (for example 65536 elements) when `x.is_cuda` is false.",
+}
+
 OP_POLICY_RULES = {
     "strict": (
         "`ModelNew.forward` may not call PyTorch compute operations (torch.matmul, torch.relu, F.conv2d, "
@@ -93,6 +115,33 @@ def get_init_inputs():
     return []'''
 
 EXAMPLE_SOLUTION = {
+    "triton": '''\
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(src, dst, n, BLOCK: tl.constexpr):
+    start = tl.program_id(axis=0) * BLOCK
+    idx = start + tl.arange(0, BLOCK)
+    inside = idx < n  # the last program may run past the end
+    v = tl.load(src + idx, mask=inside, other=0.0)
+    tl.store(dst + idx, tl.where(v < 0.0, 0.0, v), mask=inside)  # NaN stays NaN, as in torch.relu
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        block = 1024 if x.is_cuda else 65536
+        relu_kernel[(triton.cdiv(n, block),)](x, out, n, BLOCK=block)
+        return out''',
     "cpu": '''\
 import torch
 import torch.nn as nn
@@ -209,6 +258,12 @@ Write ModelNew with {kernel_kind} kernels (load_inline) for {hardware}; answer w
 {task_source}
 ```"""
 COMPACT_KERNEL_KIND = {"cpu": "C++", "cuda": "CUDA"}
+COMPACT_TASK_TEMPLATE_TRITON = """\
+Write ModelNew with @triton.jit kernels (masked tl.load/tl.store) for {hardware}; answer with <summary> and one ```python block.
+
+```python
+{task_source}
+```"""
 COMPACT_ATTEMPT_TEMPLATE = """\
 Attempt {number} ({status}): {feedback}
 ```python
@@ -245,6 +300,9 @@ class PromptSettings:
     """`strict` or `partial` (see OP_POLICY_RULES)."""
     token_budget: int = 8192
     """Most prompt tokens; the oldest attempts are dropped first to stay under it (Kevin-32B: 8k prompts)."""
+    language: str = ""
+    """Kernel language asked for: `cuda`, `triton` or `cpp` (LANGUAGES); empty: the device's own (`cuda` on
+    cuda, `cpp` on cpu)."""
     style: str = "full"
     """`full`: system message, rules, answer format and a worked example (~1,000 tokens before the task).
     `compact`: no system message, the task source and one line of instructions, earlier attempts as
@@ -252,17 +310,41 @@ class PromptSettings:
     turn-1 prompt made warm-start examples ~1,700 tokens, most of them the worked example (measured)."""
 
 
+def language_of(device: str, language: str = "") -> str:
+    """The kernel language for `device` (`language`, or the device's default); raises ValueError for a
+    language the device cannot run (`cuda` needs a GPU, `cpp` kernels are CPU ones)."""
+    device = device if device in DEFAULT_LANGUAGE else "cuda"
+    chosen = language or DEFAULT_LANGUAGE[device]
+    if chosen not in LANGUAGES:
+        raise ValueError(f"language must be one of {LANGUAGES}, got {language!r}")
+    if chosen != "triton" and chosen != DEFAULT_LANGUAGE[device]:
+        raise ValueError(f"language {chosen!r} does not run on device {device!r} (use "
+                         f"{DEFAULT_LANGUAGE[device]!r} or 'triton')")
+    return chosen
+
+
+def _guide_and_example(settings: PromptSettings) -> tuple[str, str]:
+    device = settings.device if settings.device in DEVICE_GUIDE else "cuda"
+    if language_of(device, settings.language) == "triton":
+        return TRITON_GUIDE + TRITON_DEVICE_NOTE[device], EXAMPLE_SOLUTION["triton"]
+    return DEVICE_GUIDE[device], EXAMPLE_SOLUTION[device]
+
+
 def task_message(task_source: str, settings: PromptSettings) -> str:
     """The turn-1 user message: task, rules, answer format, worked example."""
-    device = settings.device if settings.device in DEVICE_GUIDE else "cuda"
+    guide, example = _guide_and_example(settings)
+    rules = FORMAT_RULES.format(op_policy=OP_POLICY_RULES.get(settings.op_policy, OP_POLICY_RULES["strict"]))
+    if language_of(settings.device, settings.language) == "triton":
+        rules = rules.replace("Compile your kernels inline in the file itself", "Define your kernels in the file itself")
     return TASK_TEMPLATE.format(
-        hardware=settings.hardware, device_guide=DEVICE_GUIDE[device], task_source=task_source.strip(),
-        format_rules=FORMAT_RULES.format(op_policy=OP_POLICY_RULES.get(settings.op_policy, OP_POLICY_RULES["strict"])),
-        answer_rules=ANSWER_RULES, example_problem=EXAMPLE_PROBLEM, example_solution=EXAMPLE_SOLUTION[device])
+        hardware=settings.hardware, device_guide=guide, task_source=task_source.strip(),
+        format_rules=rules, answer_rules=ANSWER_RULES, example_problem=EXAMPLE_PROBLEM, example_solution=example)
 
 
 def compact_task_message(task_source: str, settings: PromptSettings) -> str:
     """The turn-1 user message of the `compact` style: one line of instructions and the task."""
+    if language_of(settings.device, settings.language) == "triton":
+        return COMPACT_TASK_TEMPLATE_TRITON.format(hardware=settings.hardware, task_source=task_source.strip())
     kind = COMPACT_KERNEL_KIND.get(settings.device, COMPACT_KERNEL_KIND["cuda"])
     return COMPACT_TASK_TEMPLATE.format(kernel_kind=kind, hardware=settings.hardware, task_source=task_source.strip())
 

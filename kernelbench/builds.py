@@ -887,9 +887,9 @@ def child_env(config: EvalConfig, extensions_dir: str, jobs: int = 0) -> tuple[t
            ("MAX_JOBS", str(jobs or max(1, (os.cpu_count() or 2) // 2)))]
     if config.device == "cuda" and cuda_arch_list():
         env.append(("TORCH_CUDA_ARCH_LIST", cuda_arch_list()))
-    from kernelbench import nvrtc
+    from kernelbench import nvrtc, triton_kernels
 
-    return tuple(env) + nvrtc.child_env(config.device)
+    return tuple(env) + nvrtc.child_env(config.device) + triton_kernels.child_env(config.device, extensions_dir)
 
 
 def run_binds(entry_dir: str, scratch: str, uid: int, kind: str, pch_dir: str = "") -> tuple[sandbox.Bind, ...]:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelbench import (builds, feedback, nvrtc, op_policy, paired, report, sandbox, static_checks, symbols, telemetry,
-                         timing, worker)
+                         timing, triton_kernels, worker)
 from kernelbench.compare import Comparison, compare_outputs, inputs_unchanged
 from kernelbench.config import EvalConfig
 from kernelbench.inputs import Seeds, draw_seeds
@@ -99,7 +99,9 @@ def not_started(out: sandbox.ChildOutcome, what: str) -> str:
 
 
 def compile_stage(task: Task, src: str, config: EvalConfig, jobs: int = 0) -> Staged:
-    """Precheck and build; a fault of the harness's own (it raised) becomes a decided `harness_error`."""
+    """Precheck and build; a fault of the harness's own (it raised) becomes a decided `harness_error`. An
+    interpreted Triton candidate runs under `triton_kernels.judged_config` from here on."""
+    config = triton_kernels.judged_config(src, config)
     try:
         return _compile_stage(task, src, config, jobs)
     except Exception as e:
@@ -354,7 +356,8 @@ def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch:
         binds = builds.run_binds(staged.build.entry_dir, scratch, slot.uid, kind, staged.build.pch_dir)
         extra = {"paired": pipes.job_fields()} if pipes else {}
         job = _job(config, "run", seeds, secrets.token_hex(16), candidate="candidate.py",
-                   pch_dir=staged.build.pch_dir, **collector.job_fields(), **extra)
+                   pch_dir=staged.build.pch_dir, triton=triton_kernels.uses_triton(staged.src),
+                   **collector.job_fields(), **extra)
         # the report holds every call's output and arguments afterwards: a few times inputs.pt
         collector.max_bytes = 8 * os.path.getsize(os.path.join(scratch, "inputs.pt")) + (64 << 20)
         fds = (pipes.child_fds if pipes else ()) + (collector.write_fd,)
@@ -527,9 +530,11 @@ def _run_stage(staged: Staged) -> EvalResult:
     config, build = staged.config, staged.build
     policy = policy_of(staged.task, config)
     reading = telemetry.read(config.device)
+    # decided here from the device and the source, never from what the child reports (triton_kernels)
+    interpreted = triton_kernels.interpreted(staged.src, config.device)
     with sandbox.SlotLease() as slot:
         verdict, ref, seeds = _measure_once(staged, slot)
-        speedup = _speedup(ref, verdict)
+        speedup = 0.0 if interpreted else _speedup(ref, verdict)
         flags, reasons = list(verdict.flags), dict(verdict.reasons or {})
         if verdict.status == CORRECT and speedup > config.suspicious_speedup:
             again, ref2, _ = _measure_once(staged, slot)  # fresh seeds: a cache or a lucky draw does not repeat
@@ -557,6 +562,8 @@ def _run_stage(staged: Staged) -> EvalResult:
     correct = verdict.status == CORRECT
     status = REJECTED if flags and any(f != "suspicious_speedup" for f in flags) else verdict.status
     correct = correct and status == CORRECT
+    if interpreted:  # after the verdict: the flag rejects nothing, it withholds the speedup
+        flags.append(triton_kernels.INTERPRETED)
     ref_ms = float(ref.timing.get("median_ms", 0.0)) if ref else 0.0
     comp_ms = float(ref.compile_timing.get("median_ms", 0.0)) if ref else 0.0
     run_ms = float(timing.get("median_ms", 0.0))

@@ -20,7 +20,10 @@ FLAG_REASONS = {
     "dynamic:threads": "the candidate started threads (work could escape the timed window)",
     "dynamic:no_kernel_call": "no custom kernel ran during forward",
     "sandbox:rlimits": "ran without bubblewrap (plain child with rlimits only)",
+    "interpreted": "Triton kernels ran under Triton's interpreter on CPU: correctness only, no speedup measured",
 }
+NOT_CHECKS = ("sandbox:rlimits", "interpreted")
+"""Flags that record conditions, not checks that fired (not listed under `checks:`)."""
 
 
 def kernel_score(correct: bool, speedup: float, rejected: bool = False) -> float:
@@ -44,12 +47,15 @@ def render(status: str, *, detail: str = "", speedup: float = 0.0, runtime_ms: f
     lines = [f"status: {status}"]
     if status == HARNESS_ERROR:
         lines.append("the evaluation harness failed; this is not your kernel's fault and the attempt is not scored")
-    if status == CORRECT:
+    if status == CORRECT and "interpreted" in flags:
+        lines.append(f"correct under Triton's interpreter on CPU (max abs error {max_abs_error:.3g}); interpreted "
+                     "timings say nothing about a kernel's speed, so no speedup is measured")
+    elif status == CORRECT:
         lines.append(f"correct; runtime {runtime_ms:.4g} ms vs eager PyTorch {ref_runtime_ms:.4g} ms: "
                      f"speedup {speedup:.3g}x (max abs error {max_abs_error:.3g})")
     if detail:
         lines.append(detail.strip())
-    shown = [f for f in flags if f != "sandbox:rlimits"]
+    shown = [f for f in flags if f not in NOT_CHECKS]
     if shown:
         lines.append("checks:" if status != REJECTED else "rejected by checks (score 0):")
         lines.extend(flag_line(f, reasons.get(f, "")) for f in shown)

@@ -6,7 +6,9 @@ forward to judge and `count()` after it (`op_policy.judge_ops` takes the number)
 What is wrapped: the module `torch.utils.cpp_extension.load_inline` / `load` return has each of its
 functions (pybind `builtin_function_or_method`s) replaced in place by a counting wrapper, so every route to
 the module object (the returned value, a second load of the same name) sees the wrapper; with cupy present,
-`cupy.RawModule` and `cupy.RawKernel` are replaced by subclasses whose kernels count launches.
+`cupy.RawModule` and `cupy.RawKernel` are replaced by subclasses whose kernels count launches; for a Triton
+candidate (`install(triton=True)`), the `run` method every `kernel[grid](...)` launch goes through is wrapped on
+both classes `triton.jit` returns (compiled and interpreted: `triton_kernels.launch_classes`).
 What is covered: a candidate that binds `load_inline` by any import form after `install()`, calls kernels
 through the module or stored references to its functions, or reloads the module. The wrapper has no
 `__wrapped__`, and reaching its closure needs dunder access, which the static checks reject.
@@ -95,8 +97,9 @@ def _wrap_loader(loader: Callable[..., Any]) -> Callable[..., Any]:
     return load
 
 
-def install() -> None:
-    """Wrap the loaders (idempotent). Imports cupy only when it is installed, and only here."""
+def install(triton: bool = False) -> None:
+    """Wrap the loaders (idempotent). Imports cupy only when it is installed, and only here; triton only when
+    the candidate is a Triton one (`triton`: importing it costs a second per run child)."""
     for name in ("load_inline", "load"):
         current = getattr(cpp_extension, name)
         if not getattr(current, _MARK, False):
@@ -106,6 +109,21 @@ def install() -> None:
         import cupy
 
         install_cupy(cupy)
+    if triton:
+        install_triton()
+
+
+def install_triton() -> None:
+    """Count every Triton launch: `run` of each launch class replaced by a counting wrapper (checked by
+    `wrappers_intact` like the extension modules' functions)."""
+    from kernelbench import triton_kernels
+
+    for cls in triton_kernels.launch_classes():
+        run = vars(cls)["run"]
+        if not getattr(run, _MARK, False):
+            wrapper = _counting(run)
+            setattr(cls, "run", wrapper)
+            _wrappers.append((cls, "run", wrapper, run))
 
 
 def uninstall() -> None:
@@ -113,6 +131,10 @@ def uninstall() -> None:
     for name in ("load_inline", "load"):
         if name in _originals:
             setattr(cpp_extension, name, _originals.pop(name))
+    for cls, name, wrapper, run in [w for w in _wrappers if isinstance(w[0], type)]:
+        if vars(cls).get(name) is wrapper:
+            setattr(cls, name, run)
+        _wrappers.remove((cls, name, wrapper, run))
     cupy = _originals.pop("cupy", None)
     if cupy is not None:
         cupy.RawKernel, cupy.RawModule = _originals.pop("cupy.RawKernel"), _originals.pop("cupy.RawModule")

@@ -49,6 +49,9 @@ COPY = {"clone", "copy_", "_to_copy", "to", "contiguous", "_copy_from", "_copy_f
         "lift_fresh_copy", "_local_scalar_dense"}
 # `fill_` with a Scalar is a constant fill; `fill_.Tensor` copies a value computed elsewhere.
 ALLOC_OVERLOADS = {"fill_.Scalar"}
+# `set_` onto a storage makes a tensor alias memory, computing nothing: Triton's interpreter re-points its
+# launch arguments at their storages this way (and copies them back with `copy_`) around every CPU launch.
+VIEW_OVERLOADS = {"set_.source_Storage", "set_.source_Storage_storage_offset"}
 
 
 def classify_op(name: str) -> str:
@@ -60,7 +63,7 @@ def classify_op(name: str) -> str:
     overload = ".".join(parts[1:3])
     if op in ALLOC or overload in ALLOC_OVERLOADS:
         return "alloc"
-    if op in VIEW:
+    if op in VIEW or overload in VIEW_OVERLOADS:
         return "view"
     if op in META:
         return "meta"

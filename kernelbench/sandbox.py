@@ -56,7 +56,8 @@ concurrent sandboxes never share an NPROC count and a slot's leftovers can be ki
 MAX_SLOTS = 256
 TAIL_CHARS = 6000
 ENV_ALLOWED = ("LANG", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "TORCH_EXTENSIONS_DIR",
-               "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "NVIDIA_TF32_OVERRIDE", "CUPY_CACHE_DIR", "CUPY_CACHE_SAVE_CUDA_SOURCE")
+               "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "NVIDIA_TF32_OVERRIDE", "CUPY_CACHE_DIR", "CUPY_CACHE_SAVE_CUDA_SOURCE",
+               "TRITON_INTERPRET", "TRITON_CACHE_DIR")
 
 
 class SandboxUnavailable(RuntimeError):

@@ -23,6 +23,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from kernelbench import triton_kernels
+
 
 @dataclass(frozen=True)
 class Violation:
@@ -35,7 +37,8 @@ class Violation:
 # Allowlist, not a denylist: a denylist loses to the first module nobody thought of (ctypes, importlib,
 # _posixsubprocess...). These cover what KernelBench solutions need; cupy only where kernels are CUDA.
 ALLOWED_IMPORTS = {"torch", "math", "typing", "functools", "itertools", "collections", "dataclasses",
-                   "numbers", "__future__"}
+                   "numbers", "__future__", "triton"}
+"""`triton`: only its kernel API and `triton.language` (`kernelbench.triton_kernels.check`)."""
 CUDA_ONLY_IMPORTS = {"cupy"}
 PROCESS_MODULES = {"threading", "_thread", "multiprocessing", "concurrent", "subprocess",
                    "torch.multiprocessing", "torch.distributed"}
@@ -262,10 +265,12 @@ def _rule_no_custom_kernel(src: _Source) -> None:
             has_kernel |= kind == "load_inline" and has_function_body(strip_c_comments(texts[0] or ""))
         if kind == "load_inline":
             _check_build_options(src, call)
+    has_kernel = has_kernel or triton_kernels.defines_kernel(src)
     if not has_kernel:
         need = "a __global__ CUDA kernel compiled with load_inline(cuda_sources=...) or cupy.RawModule" \
             if src.device == "cuda" else "a C++ function compiled with load_inline(cpp_sources=...)"
-        src.flag("no_custom_kernel", f"no custom kernel found: ModelNew needs {need}")
+        src.flag("no_custom_kernel", f"no custom kernel found: ModelNew needs {need}, or a @triton.jit kernel "
+                 "that stores its results")
 
 
 def _check_build_options(src: _Source, call: ast.Call) -> None:
@@ -443,7 +448,14 @@ def _rule_structure(src: _Source) -> None:
             src.flag("subclass_reference", "the reference Model must not be used", n)
 
 
-RULES = (_rule_no_custom_kernel, _rule_structure, _rule_imports, _rule_dynamic_code, _rule_patching, _rule_cpp_text)
+def _rule_triton(src: _Source) -> None:
+    """Why and what: see `kernelbench.triton_kernels` (Triton's API allowlist, kernel bodies that stay
+    Triton under the interpreter, inline assembly on CPU)."""
+    triton_kernels.check(src)
+
+
+RULES = (_rule_no_custom_kernel, _rule_structure, _rule_imports, _rule_dynamic_code, _rule_patching, _rule_cpp_text,
+         _rule_triton)
 
 
 def _analyse(src_text: str, device: str) -> _Source | None:

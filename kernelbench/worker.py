@@ -378,7 +378,7 @@ def run_candidate(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
     inputs_path = os.path.join(scratch, "inputs.pt")
     data = torch.load(inputs_path, weights_only=True)
     os.unlink(inputs_path)  # gone before candidate code runs
-    kernel_calls.install()
+    kernel_calls.install(triton=bool(job.get("triton")))
     builds.patch_load_inline(device, job.get("pch_dir", ""))
     # Captured references: the phases below call these locals, never a module attribute the candidate can rebind.
     snapshot = Snapshot(harness_holders(kernel_calls, op_policy))
@@ -408,6 +408,19 @@ def run_candidate(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
     model = module.ModelNew(*data["init_inputs"]).to(device)
     sync(device)
     checkpoint("init")
+    if job.get("triton") and device == "cuda":
+        # Triton compiles a kernel at its first launch and runs ptxas (and, once, a C compiler) as processes:
+        # one untimed, unjudged call per input shape before new processes are refused below
+        result["phase"] = "forward"
+        seen = set()
+        with no_grad():
+            for s in data["sets"]:
+                shapes = tuple((tuple(a.shape), str(a.dtype)) if isinstance(a, torch.Tensor) else repr(a) for a in s)
+                if shapes not in seen:
+                    seen.add(shapes)
+                    model(*to_device(clone_args(s), device))
+                    sync(device)
+        checkpoint("triton compile")
     # from here on no thread or process can start: import and __init__ may still run load_inline (ninja)
     result["new_tasks_refused"] = refuse_tasks()
     metas, structures = [], []

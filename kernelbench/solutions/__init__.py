@@ -3,7 +3,9 @@
 Layout: `solutions/<kind>/L<level>/<task stem>.py` where kind is `cpu` (C++ with OpenMP through
 `load_inline(cpp_sources=...)`), `cuda` (CUDA kernels through `load_inline(cuda_sources=...)`) or
 `cpu_slow` (correct C++ solutions written to be slower than their `cpu` counterpart: the warm start
-pairs them so that reinforcement learning has a faster and a slower correct kernel to move between).
+pairs them so that reinforcement learning has a faster and a slower correct kernel to move between) or
+`triton` (`@triton.jit` kernels: compiled on CUDA, run by Triton's interpreter on CPU, where they are judged
+for correctness only; the same file serves both devices).
 The files are fixtures for the harness tests, warm-start training data and example solutions in prompts;
 see README.md in this folder for the conventions every file follows.
 """
@@ -14,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SOLUTIONS_ROOT = Path(__file__).resolve().parent
-KINDS = ("cpu", "cuda", "cpu_slow")
-DEVICE_OF_KIND = {"cpu": "cpu", "cuda": "cuda", "cpu_slow": "cpu"}
+KINDS = ("cpu", "cuda", "cpu_slow", "triton")
+DEVICE_OF_KIND = {"cpu": "cpu", "cuda": "cuda", "cpu_slow": "cpu", "triton": "cpu"}
+"""The device a kind is checked on by default (`triton` runs on `cuda` too: scripts/check_solutions.py)."""
 
 # Tasks whose eager fp32 reference is itself further than atol = rtol = 1e-4 from the exact product when
 # both operands are scaled by 3: MKL's rounding over K terms of size ~9 reaches ~1e-4 at K = 64 and several
@@ -35,7 +38,7 @@ class Solution:
     task_id: str
     """Built-in task it solves, e.g. `L1/01_relu`."""
     kind: str
-    """`cpu`, `cuda` or `cpu_slow` (see the module docstring)."""
+    """`cpu`, `cuda`, `cpu_slow` or `triton` (see the module docstring)."""
     path: str
     """Absolute path of the file."""
 
