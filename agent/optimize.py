@@ -51,6 +51,10 @@ class OptimizeConfig:
     """`cuda` (CUDA kernels, timed on the GPU) or `cpu` (C++ kernels, timed on one core)."""
     size: str = ""
     """Task size: `cpu` or `gpu`; empty picks the one matching `device`."""
+    language: str = ""
+    """Kernel language the prompts ask for: `cuda`, `triton` or `cpp`; empty: the device's own (`cuda` on cuda,
+    `cpp` on cpu). Triton kernels on `cpu` run under Triton's interpreter and are judged for correctness only
+    (flag `interpreted`, no speedup: docs/harness.md)."""
     strategy: str = "parallel"
     """`parallel` (N x T) or `beam` (rounds of T turns, keep the best `beam_keep`, replicate to N)."""
     trajectories: int = 4
@@ -197,7 +201,7 @@ def optimize(config: OptimizeConfig, *, policy: Policy | None = None, evaluator:
         sampling=SamplingConfig(temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens,
                                 seed=config.seed),
         prompt_settings=PromptSettings(device=config.device, hardware=hardware, op_policy=task.op_policy,
-                                       token_budget=config.token_budget),
+                                       token_budget=config.token_budget, language=config.language),
         log_path=os.path.join(config.out, "trajectories.jsonl"), on_turn=progress.on_turn)
     try:
         with progress.bar:

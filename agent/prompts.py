@@ -55,7 +55,8 @@ TRITON_DEVICE_NOTE = {
             "kernel so that intermediate results never go back to global memory.",
     "cpu": " On this CPU the kernels run under Triton's interpreter (each program of the grid runs as numpy "
            "code): the harness judges correctness only and measures no speedup, so write the kernel you would "
-           "run on a GPU, and prefer few, large blocks (for example 65536 elements) when `x.is_cuda` is false.",
+           "run on a GPU, and prefer few, large blocks (for example 65536 elements) when `x.is_cuda` is false. "
+           "A `range` inside a kernel needs `tl.constexpr` bounds there.",
 }
 
 OP_POLICY_RULES = {

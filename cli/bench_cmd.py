@@ -35,6 +35,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--turns", type=int, default=8, help="T turns per trajectory (default 8)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--size", default="", choices=("", "cpu", "gpu"), help="task size (default: gpu on cuda, cpu on cpu)")
+    p.add_argument("--language", choices=("cuda", "triton", "cpp"), default="",
+                   help="kernel language the prompts ask for (default: cuda on cuda, cpp on cpu; triton on cpu is "
+                        "judged for correctness only)")
     p.add_argument("--out", default="runs/bench", help="output folder")
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--temperature", type=float, default=0.9)
@@ -86,7 +89,7 @@ def config_from(args: argparse.Namespace, **changes):
     checks.positive(args.limit, "--limit")
     cfg = BenchConfig(tasks=args.tasks, level=args.level, limit=args.limit or 0, backend=args.backend, model=args.model,
                       base_url=args.base_url, from_dir=args.from_dir, trajectories=args.trajectories, turns=args.turns,
-                      device=args.device, size=args.size, out=args.out, resume=args.resume,
+                      device=args.device, size=args.size, language=args.language, out=args.out, resume=args.resume,
                       temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed,
                       op_policy=args.op_policy, hardware=args.hardware, timing_trials=args.timing_trials,
                       compile_workers=args.compile_workers, run_workers=args.run_workers,
@@ -119,6 +122,7 @@ def check_before_work(cfg) -> None:
             raise UsageError(str(e)) from None
     checks.device(cfg.device)
     checks.size_for(cfg.device, cfg.size or None)
+    checks.language(cfg.device, cfg.language)
     checks.out_folder(cfg.out)
     if cfg.backend != "replay":
         if not cfg.model:

@@ -46,6 +46,16 @@ def text_file(path: str, flag: str) -> str:
         raise UsageError(f"{flag} {path}: cannot read: {e.strerror}") from None
 
 
+def language(device_name: str, name: str | None) -> None:
+    """`--language` that the device cannot run (`cuda` kernels on cpu, `cpp` kernels on cuda)."""
+    from agent.prompts import language_of
+
+    try:
+        language_of(device_name, name or "")
+    except ValueError as e:
+        raise UsageError(f"--language: {e}") from None
+
+
 def device(name: str, *, compile_only_hint: bool = False) -> None:
     """`cuda` needs a GPU torch can see: checked up front, before any model or harness work."""
     if name != "cuda":

@@ -33,6 +33,9 @@ def add_parser(sub) -> None:
     p.add_argument("--device", choices=("cpu", "cuda"), default=None,
                    help="where the kernels run (default: cuda when torch sees a GPU, else cpu)")
     p.add_argument("--size", choices=("cpu", "gpu"), default="", help="input size (default: matches --device)")
+    p.add_argument("--language", choices=("cuda", "triton", "cpp"), default="",
+                   help="kernel language the prompts ask for (default: cuda on cuda, cpp on cpu; triton on cpu is "
+                        "judged for correctness only)")
     p.add_argument("--op-policy", choices=("strict", "partial"), default="",
                    help="PyTorch ops allowed beside kernels? (default: the file's OP_POLICY, else strict)")
     p.add_argument("--out", default="optimize_out", help="output directory (a rerun resumes from it)")
@@ -67,7 +70,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--backend {args.backend} needs --model (a local checkpoint)")
     _check_before_work(args)
     config = OptimizeConfig(file=args.file, out=args.out, backend=args.backend, model=args.model,
-                            base_url=args.base_url, device=args.device, size=args.size, strategy=args.strategy,
+                            base_url=args.base_url, device=args.device, size=args.size, language=args.language,
+                            strategy=args.strategy,
                             trajectories=args.trajectories, turns=args.turns, rounds=args.rounds,
                             beam_keep=args.beam_keep, temperature=args.temperature, top_p=args.top_p,
                             max_tokens=args.max_tokens, seed=args.seed, op_policy=args.op_policy,
@@ -111,6 +115,7 @@ def _check_before_work(args: argparse.Namespace) -> None:
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     checks.device(args.device)
     checks.size_for(args.device, args.size or None)
+    checks.language(args.device, args.language)
     checks.base_url(args.base_url)
     old = os.path.join(args.out, "config.json")
     if os.path.isfile(old):  # a rerun resumes from --out's log: only with the same model and backend

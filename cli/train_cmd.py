@@ -22,6 +22,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--model", help="policy to start from (overrides the preset)")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --out")
     p.add_argument("--seed", type=int, help="seed of data order, sampling and the update (overrides the preset)")
+    p.add_argument("--language", choices=("cuda", "triton", "cpp"), default=None,
+                   help="kernel language the prompts ask for (overrides the preset; default: cuda on cuda, cpp on cpu; triton on cpu is "
+                        "judged for correctness only)")
     add_executor_options(p, from_preset=True)
     p.add_argument("--report-to", choices=("wandb", "trackio"), default=None,
                    help="also send the metrics to this tracker (optional extra; overrides the preset's trackers)")
@@ -75,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     config = _load(TrainConfig, preset, "train", {"steps": args.steps, "out": args.out, "model": args.model, "seed": args.seed,
                                                   "executor": args.executor, "ray_address": args.ray_address,
-                                                  "max_in_flight": args.max_in_flight,
+                                                  "max_in_flight": args.max_in_flight, "language": args.language,
                                                   "trackers": [args.report_to] if args.report_to else None})
     from evals.tracking import TrackerError, require_tracker
     from kernelbench.executor import EXECUTORS
@@ -91,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
                          f"and max_in_flight >= 0 (got {config.max_in_flight})")
     checks.positive(config.steps, "steps")
     checks.out_folder(config.out, "out")
+    checks.language(config.device, config.language)
     preflight_of(config)
     if not config.model:
         from train.pipeline import ensure_warm_start

@@ -60,6 +60,10 @@ class BenchConfig:
     """`cpu` (C++ kernels) or `cuda`."""
     size: str = ""
     """Task size (`cpu` or `gpu`); empty: `gpu` on cuda, `cpu` on cpu."""
+    language: str = ""
+    """Kernel language the prompts ask for: `cuda`, `triton` or `cpp`; empty: the device's own (`cuda` on cuda,
+    `cpp` on cpu). Triton kernels on `cpu` run under Triton's interpreter and are judged for correctness only
+    (flag `interpreted`, no speedup: docs/harness.md)."""
     out: str = "runs/bench"
     """Output folder."""
     resume: bool = False
@@ -307,7 +311,7 @@ def run_agent(config: BenchConfig, tasks: list[Task], done: list[dict[str, Any]]
     for (remaining, policy_name), jobs in group_jobs(resume_jobs(tasks, config.trajectories, config.turns, done),
                                                      config.op_policy).items():
         settings = PromptSettings(device=config.device, hardware=hardware, op_policy=policy_name,
-                                  token_budget=config.token_budget)
+                                  token_budget=config.token_budget, language=config.language)
         runner = EpisodeRunner(policy, evaluator, turns=remaining, sampling=sampling, prompt_settings=settings,
                                on_turn=on_turn)
         runner.run(jobs)

@@ -7,6 +7,8 @@ Launch:
     python3 scripts/check_solutions.py --device cuda --compile-only         # nvcc check of every CUDA solution
     python3 scripts/check_solutions.py --device cuda --size gpu             # on a GPU machine
     python3 scripts/check_solutions.py --device cpu --checker child         # without the harness
+    python3 scripts/check_solutions.py --triton --device cpu                # Triton ones, interpreted (correctness)
+    python3 scripts/check_solutions.py --triton --device cuda --size gpu    # Triton ones compiled, on a GPU
 
 When the harness (`kernelbench.evaluate.evaluate`) is importable it judges each solution, with every check
 it applies. Otherwise each solution runs in its own child process here: both models are built under the
@@ -135,6 +137,8 @@ def run_harness(evaluate, solution: Solution, size: str, device: str, build_dir:
     config = EvalConfig(device=device, size=size, build_cache_dir=build_dir, extra_distribution_trials=extra)
     result = evaluate(task, solution.source, config)
     row = {"status": result.status, "ref_ms": result.ref_runtime_ms, "new_ms": result.runtime_ms}
+    if "interpreted" in result.flags:  # Triton on CPU: correctness only, no time worth showing
+        row.update(ref_ms=0.0, new_ms=0.0, detail=f"interpreted, run stage {result.run_s:.0f}s")
     if result.status != "correct":
         row["detail"] = getattr(result, "feedback", "") or getattr(result, "message", "")
     return row
@@ -236,13 +240,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checker", choices=("auto", "harness", "child"), default="auto",
                         help="harness: kernelbench.evaluate; child: this script's own subprocess check; "
                              "auto: the harness when importable")
+    parser.add_argument("--triton", action="store_true",
+                        help="the Triton solutions (interpreted on --device cpu: correctness only; compiled on cuda)")
     parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         task_id, path, size, device, trials = args.child
         print(json.dumps(child_main(task_id, path, size, device, int(trials))))
         return 0
-    kinds = ("cuda",) if args.device == "cuda" else ("cpu", "cpu_slow")
+    kinds = ("triton",) if args.triton else ("cuda",) if args.device == "cuda" else ("cpu", "cpu_slow")
+    if args.triton and (args.compile_only or args.checker == "child"):
+        parser.error("--triton checks through the harness only (no nvcc sources, no child checker)")
     solutions = [s for k in kinds for s in list_solutions(k) if args.only in f"{s.kind}/{s.task_id}"]
     if not solutions:
         print("no solutions match", file=sys.stderr)

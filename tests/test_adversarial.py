@@ -208,7 +208,18 @@ ATTACKS = [
     # 3 GiB of address space is ample for torch and the task, and spares the shared host 8 GiB of touched pages.
     Attack("cpp_memory_hog.py", statuses=(RUNTIME_ERROR,), feedback=("bad_alloc", "out of memory"),
            overrides=dict(memory_limit_mb=3072)),
+    # Triton (kernelbench.triton_kernels): on CPU the kernels run under Triton's interpreter.
+    Attack("triton_torch_beside.py", flags=("dynamic:torch_compute_op",)),
+    Attack("triton_output_ignored.py", flags=("dynamic:torch_compute_op",)),
+    Attack("triton_inline_asm.py", static_flags=("static:triton_escape",), statuses=(RUNTIME_ERROR,),
+           feedback=("inline_asm not supported",)),
+    Attack("triton_torch_in_kernel.py", static_flags=("static:triton_python_in_kernel",),
+           flags=("dynamic:torch_compute_op",)),
 ]
+TRITON_JUDGED = {  # correct Triton candidates on CPU: judged for correctness only (own tests below)
+    "triton_honest_relu.py": (),
+    "triton_flip_interpreter.py": ("static:forbidden_import",),
+}
 SANDBOX_ATTACKS = {  # host-side checks in their own tests below
     "cpp_fork_bomb.py": ("static:threads_or_processes",),
     "cpp_write_host.py": ("static:cpp_io_or_syscalls",),
@@ -252,7 +263,7 @@ def assert_static_reject(result: EvalResult, flags: tuple[str, ...]) -> None:
 def test_every_candidate_is_listed_and_documented():
     every = {p.name for p in ADVERSARIAL.glob("*.py")} - {"__init__.py"}
     files = {n for n in every if not n.startswith("cuda_")} - {"honest_relu.py"}  # cuda_*: test_adversarial_cuda.py
-    listed = {a.file for a in ATTACKS} | set(SANDBOX_ATTACKS) | set(BUILD_ATTACKS)
+    listed = {a.file for a in ATTACKS} | set(SANDBOX_ATTACKS) | set(BUILD_ATTACKS) | set(TRITON_JUDGED)
     assert files == listed
     assert len(listed) >= 24
     for name in every:
@@ -522,3 +533,21 @@ def test_snapshot_sees_rebinding_new_names_and_code_swaps_and_restores():
     snap.restore()
     assert snap.changed() == [] and module.Tracer.hook is hook and module.clock() == 1.0
     assert not hasattr(module, "_perf_counter")
+
+
+@pytest.mark.parametrize("name", sorted(TRITON_JUDGED), ids=lambda n: n[:-3])
+def test_interpreted_triton_scores_its_correctness_only(name, build_cache_dir):
+    """A correct Triton candidate on CPU ran under the interpreter: correct, flagged `interpreted`, no speedup,
+    and the score is the correctness weight alone, even when the candidate switched the interpreter off in its
+    own process (the parent decides the flag from the device and the source)."""
+    if TRITON_JUDGED[name]:
+        assert_static_reject(evaluate(TASKS["relu"], source(name), config(build_cache_dir)), TRITON_JUDGED[name])
+    result = evaluate(TASKS["relu"], source(name), config(build_cache_dir, static_checks=not TRITON_JUDGED[name]))
+    assert result.status == CORRECT and result.correct, describe(result)
+    assert result.flags == ("interpreted",), describe(result)
+    assert result.speedup == 0.0 and result.speedup_vs_compile == 0.0, describe(result)
+    assert result.score == pytest.approx(0.3), describe(result)
+    assert result.conditions.timing_trials == 0 and "no speedup" in result.feedback, describe(result)
+    from rewards.score import ScoreConfig
+
+    assert ScoreConfig().reward(result) == pytest.approx(0.3)

@@ -23,6 +23,7 @@ from kernelbench.solutions import SCALED_INPUTS_UNRELIABLE, Solution, find_solut
 ROOT = Path(__file__).resolve().parents[1]
 CPU_SOLUTIONS = list_solutions("cpu") + list_solutions("cpu_slow")
 CUDA_SOLUTIONS = list_solutions("cuda")
+TRITON_SOLUTIONS = list_solutions("triton")
 TASKS = {task.id: task for task in load_builtin()}
 
 # One solution per kernel family in the default run (elementwise with and without the polynomial exp, dim
@@ -34,13 +35,18 @@ CPU_CI_SET = {
 }
 ALLOWED_IMPORTS = {"torch", "torch.nn", "torch.utils.cpp_extension", "math", "typing", "functools",
                    "itertools", "collections", "dataclasses"}
+TRITON_IMPORTS = {"torch", "torch.nn", "math", "triton", "triton.language"}
+# The Triton solution judged through the harness in the default run (the interpreter is slow: 0.4 s a call
+# for this one, 1-8 s for the cpu-size elementwise ones on a loaded 2-core machine); the rest are `slow`.
+TRITON_CI_SET = {"triton/L1/12_max_dim"}
 
 
 def _config(sol: Solution, build_cache_dir: str, **fields) -> EvalConfig:
     """The harness's defaults, minus the scaled-input trials where the reference itself misses the tolerance."""
     if sol.task_id in SCALED_INPUTS_UNRELIABLE:
         fields["extra_distribution_trials"] = 0
-    return EvalConfig(device=sol.device, build_cache_dir=build_cache_dir, **fields)
+    fields.setdefault("device", sol.device)
+    return EvalConfig(build_cache_dir=build_cache_dir, **fields)
 
 
 def _key(sol: Solution) -> str:
@@ -67,6 +73,7 @@ def _load_inline_call(source: str) -> ast.Call:
 def test_enough_solutions_for_the_warm_start():
     assert len(list_solutions("cpu")) >= 20
     assert len(CUDA_SOLUTIONS) >= 20
+    assert len(TRITON_SOLUTIONS) >= 20
     slow = list_solutions("cpu_slow")
     assert len(slow) >= 4
     for sol in slow:  # each slow variant pairs with a fast one
@@ -78,17 +85,22 @@ def test_solution_follows_the_conventions(sol):
     """Cheap checks, no compile: a real task, allowed imports, one load_inline with a unique name, static checks."""
     assert sol.task_id in TASKS, f"{sol.path} names no built-in task"
     tree = ast.parse(sol.source)
+    allowed = TRITON_IMPORTS if sol.kind == "triton" else ALLOWED_IMPORTS
     for node in ast.walk(tree):
         assert not isinstance(node, ast.Try), "no try/except in a solution"
         if isinstance(node, ast.Import):
-            assert {a.name for a in node.names} <= ALLOWED_IMPORTS
+            assert {a.name for a in node.names} <= allowed
         if isinstance(node, ast.ImportFrom):
-            assert node.module in ALLOWED_IMPORTS
+            assert node.module in allowed
     assert any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
+    static_checks = importlib.import_module("kernelbench.static_checks")
+    if sol.kind == "triton":  # one file for both devices: the rules of each
+        assert static_checks.check_source(sol.source, "cpu") == []
+        assert static_checks.check_source(sol.source, "cuda") == []
+        return
     name = next(k.value.value for k in _load_inline_call(sol.source).keywords if k.arg == "name")
     level, stem = sol.task_id.split("/")
     assert name == f"sol_{sol.kind}_{level.lower()}_{stem}"
-    static_checks = importlib.import_module("kernelbench.static_checks")
     assert static_checks.check_source(sol.source, sol.device) == []
     if sol.kind == "cuda":
         _assert_declarations_match(tree)
@@ -130,6 +142,30 @@ def test_one_cuda_solution_compiles_with_nvcc():
     finally:
         shutil.rmtree(shim, ignore_errors=True)
     assert row["status"] == "compiled", row.get("detail", "")
+
+
+@pytest.mark.parametrize("sol", [pytest.param(s, id=_key(s), marks=() if _key(s) in TRITON_CI_SET else OUTSIDE_CI_SET)
+                                 for s in TRITON_SOLUTIONS])
+def test_triton_solution_is_correct_under_the_interpreter(sol, build_cache_dir):
+    """On CPU a Triton solution runs under Triton's interpreter: correct, flagged `interpreted`, no speedup."""
+    from kernelbench.evaluate import evaluate
+
+    result = evaluate(TASKS[sol.task_id], sol.source, _config(sol, build_cache_dir, size="cpu"))
+    assert result.status == "correct", result.feedback
+    assert "interpreted" in result.flags and result.speedup == 0.0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("sol", [s for s in TRITON_SOLUTIONS if s.task_id in ("L1/19_softmax", "L1/10_sum_dim")], ids=_key)
+def test_triton_solution_is_correct_on_a_gpu(sol, build_cache_dir):
+    """Compiled by Triton for the GPU and timed like any kernel (never `interpreted`); every Triton solution
+    runs in scripts/gpu_check.sh's `triton_solutions` step."""
+    from kernelbench.evaluate import evaluate
+
+    result = evaluate(TASKS[sol.task_id], sol.source, _config(sol, build_cache_dir, size="gpu", timing_trials=20,
+                                                                     device="cuda"))
+    assert result.status == "correct", result.feedback
+    assert "interpreted" not in result.flags and result.speedup > 0.0
 
 
 @pytest.mark.gpu

@@ -189,6 +189,10 @@ class TrainConfig:
     """Hardware named in the prompts."""
     prompt_style: str = "full"
     """`full` or `compact` prompts (agent.prompts.PromptSettings.style; `compact` for tiny models)."""
+    language: str = ""
+    """Kernel language the prompts ask for: `cuda`, `triton` or `cpp`; empty: the device's own (`cuda` on cuda,
+    `cpp` on cpu). Triton kernels on `cpu` run under Triton's interpreter and are judged for correctness only
+    (flag `interpreted`, no speedup: docs/harness.md)."""
     lora_rank: int = 0
     """LoRA rank via peft (0: full fine-tuning)."""
     lora_alpha: int = 32

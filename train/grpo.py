@@ -81,7 +81,7 @@ def prompt_settings_of(config: TrainConfig) -> Any:
     from agent.prompts import PromptSettings
 
     return PromptSettings(device=config.device, hardware=config.hardware, token_budget=config.prompt_token_budget,
-                          style=config.prompt_style)
+                          style=config.prompt_style, language=config.language)
 
 
 def scoring_of(config: TrainConfig) -> Any:

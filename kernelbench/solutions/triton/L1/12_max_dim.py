@@ -17,7 +17,9 @@ CPU_BLOCK = 1 << 16
 
 
 @triton.jit
-def max_dim_kernel(x_ptr, y_ptr, n_out, R, INNER, BLOCK_O: tl.constexpr, BLOCK_R: tl.constexpr):
+def max_dim_kernel(x_ptr, y_ptr, n_out, INNER, R: tl.constexpr, BLOCK_O: tl.constexpr, BLOCK_R: tl.constexpr):
+    # R is a compile-time constant: the loop bound (Triton's interpreter under numpy >= 2.4 cannot take a
+    # runtime scalar as a `range` bound)
     o = tl.program_id(0) * BLOCK_O + tl.arange(0, BLOCK_O)
     base = (o // INNER).to(tl.int64) * R * INNER + (o % INNER)
     acc = tl.full([BLOCK_O], -float('inf'), tl.float32)
@@ -44,6 +46,6 @@ class ModelNew(nn.Module):
         n_out = y.numel()
         block_r = min(triton.next_power_of_2(R), 32 if x.is_cuda else 1024)
         block_o = min(triton.next_power_of_2(n_out), 128 if x.is_cuda else max(1, CPU_BLOCK // block_r))
-        max_dim_kernel[(triton.cdiv(n_out, block_o),)](x, y, n_out, R, inner, BLOCK_O=block_o,
+        max_dim_kernel[(triton.cdiv(n_out, block_o),)](x, y, n_out, inner, R=R, BLOCK_O=block_o,
                        BLOCK_R=block_r)
         return y
