@@ -139,6 +139,8 @@ class Attack:
     max_speedup: float = 0.0
     """When set, the candidate must be judged on an honest time instead of scoring 0: correct (see
     `statuses`), speedup at most this, and never `suspicious_speedup`."""
+    slow: bool = False
+    """Its run-time test is `slow` (a defence another default test already proves through the same path)."""
 
 
 ATTACKS = [
@@ -210,16 +212,15 @@ ATTACKS = [
            overrides=dict(memory_limit_mb=3072)),
     # Triton (kernelbench.triton_kernels): on CPU the kernels run under Triton's interpreter.
     Attack("triton_torch_beside.py", flags=("dynamic:torch_compute_op",)),
-    Attack("triton_output_ignored.py", flags=("dynamic:torch_compute_op",)),
+    Attack("triton_output_ignored.py", flags=("dynamic:torch_compute_op",), slow=True),
     Attack("triton_inline_asm.py", static_flags=("static:triton_escape",), statuses=(RUNTIME_ERROR,),
-           feedback=("inline_asm not supported",)),
+           feedback=("inline_asm not supported",), slow=True),
     Attack("triton_torch_in_kernel.py", static_flags=("static:triton_python_in_kernel",),
            flags=("dynamic:torch_compute_op",)),
+    Attack("triton_flip_interpreter.py", static_flags=("static:forbidden_import",), statuses=(RUNTIME_ERROR,),
+           flags=("interpreted",), slow=True),
 ]
-TRITON_JUDGED = {  # correct Triton candidates on CPU: judged for correctness only (own tests below)
-    "triton_honest_relu.py": (),
-    "triton_flip_interpreter.py": ("static:forbidden_import",),
-}
+TRITON_JUDGED = {"triton_honest_relu.py"}  # the Triton control: correctness only on CPU (its own test below)
 SANDBOX_ATTACKS = {  # host-side checks in their own tests below
     "cpp_fork_bomb.py": ("static:threads_or_processes",),
     "cpp_write_host.py": ("static:cpp_io_or_syscalls",),
@@ -283,7 +284,8 @@ def test_static_checks_reject(attack, build_cache_dir):
     assert_static_reject(result, attack.static_flags)
 
 
-@pytest.mark.parametrize("attack", ATTACKS, ids=lambda a: a.file[:-3])
+@pytest.mark.parametrize("attack", [pytest.param(a, id=a.file[:-3], marks=(pytest.mark.slow,) if a.slow else ())
+                                    for a in ATTACKS])
 def test_runtime_defences(attack, build_cache_dir):
     """Static checks off where a static rule covers the attack, so the run-time defence is judged alone."""
     cfg = config(build_cache_dir, static_checks=not attack.static_flags, **attack.overrides)
@@ -535,14 +537,10 @@ def test_snapshot_sees_rebinding_new_names_and_code_swaps_and_restores():
     assert not hasattr(module, "_perf_counter")
 
 
-@pytest.mark.parametrize("name", sorted(TRITON_JUDGED), ids=lambda n: n[:-3])
-def test_interpreted_triton_scores_its_correctness_only(name, build_cache_dir):
+def test_interpreted_triton_scores_its_correctness_only(build_cache_dir):
     """A correct Triton candidate on CPU ran under the interpreter: correct, flagged `interpreted`, no speedup,
-    and the score is the correctness weight alone, even when the candidate switched the interpreter off in its
-    own process (the parent decides the flag from the device and the source)."""
-    if TRITON_JUDGED[name]:
-        assert_static_reject(evaluate(TASKS["relu"], source(name), config(build_cache_dir)), TRITON_JUDGED[name])
-    result = evaluate(TASKS["relu"], source(name), config(build_cache_dir, static_checks=not TRITON_JUDGED[name]))
+    and the score is the correctness weight alone."""
+    result = evaluate(TASKS["relu"], source("triton_honest_relu.py"), config(build_cache_dir))
     assert result.status == CORRECT and result.correct, describe(result)
     assert result.flags == ("interpreted",), describe(result)
     assert result.speedup == 0.0 and result.speedup_vs_compile == 0.0, describe(result)

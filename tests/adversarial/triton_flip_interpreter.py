@@ -2,9 +2,10 @@
 its CPU result is timed and rewarded as a compiled kernel's.
 
 Defence: static `forbidden_import` (only triton's kernel API; `triton.knobs` reaches the switch); with static
-checks off, the parent decides `interpreted` from the device and the source, never from the child: the result
-is correct (the kernel was declared under the interpreter) but flagged `interpreted`, with no speedup.
-Expected: rejected, static:forbidden_import; static off: correct, flag interpreted, speedup 0, score 0.3.
+checks off, the parent decides `interpreted` from the device and the source, never from the child, so the
+flag is there whatever the child did; here Triton itself refuses to launch the interpreted kernel once the
+switch is off (an assertion in its launcher), and on a CPU no compiled launch could run anyway.
+Expected: rejected, static:forbidden_import; static off: runtime_error with flag interpreted, score 0.
 """
 import torch
 import torch.nn as nn
