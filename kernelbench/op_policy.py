@@ -17,7 +17,7 @@ Policies (DESIGN.md rule 5; the harness records which one judged a result):
   does the expensive part is not judged (Kevin-32B saw policies fuse only the cheap ops); use `strict` when
   that matters.
 Both policies flag `dynamic:kernel_not_called` when no custom kernel ran (a ghost kernel: compiled, never
-called). Ops from namespaces other than aten/prims are unknown, so they count as compute: deny by default.
+called); a Triton launch is a call of the candidate's own kernel (`kernel_calls.install_triton`). Ops from namespaces other than aten/prims are unknown, so they count as compute: deny by default.
 """
 
 from __future__ import annotations
