@@ -79,8 +79,9 @@ def judged_config(src: str, config: EvalConfig) -> EvalConfig:
     time (hidden check calls among the trials, the verification round on reused buffers) exists to keep a
     candidate from faking that time. Every correctness check stays as configured: the fresh input sets and
     the extra distributions, the comparison, inputs left unchanged, the traced ops and the launch count.
-    Its run stage gets `INTERPRETED_RUN_TIMEOUT_FACTOR` times the limit."""
-    if not interpreted(src, config.device):
+    Its run stage gets `INTERPRETED_RUN_TIMEOUT_FACTOR` times the limit. Idempotent: a config already without
+    timing is returned as it is (a retry passes the judged config back through the compile stage)."""
+    if not interpreted(src, config.device) or (config.timing_trials == 0 and not config.time_compile_baseline):
         return config
     return replace(config, timing_trials=0, timing_rounds=0, time_compile_baseline=False,
                    run_timeout_s=config.run_timeout_s * INTERPRETED_RUN_TIMEOUT_FACTOR)

@@ -61,6 +61,7 @@ def test_detection_and_the_interpreted_config():
         (config.correctness_trials, config.extra_distribution_trials, config.atol, config.op_checks)
     assert judged.timing_trials == 0 and judged.timing_rounds == 0 and not judged.time_compile_baseline
     assert judged.run_timeout_s == 100.0 * triton_kernels.INTERPRETED_RUN_TIMEOUT_FACTOR
+    assert triton_kernels.judged_config(RELU, judged) is judged  # a retry does not stretch the limit again
     assert triton_kernels.judged_config(RELU, EvalConfig(device="cuda")) == EvalConfig(device="cuda")
     assert triton_kernels.judged_config("import torch\n", config) is config
 
