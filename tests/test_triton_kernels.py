@@ -167,3 +167,20 @@ def test_cli_refuses_a_language_the_device_cannot_run():
     checks.language("cpu", None)
     with pytest.raises(UsageError, match="--language"):
         checks.language("cpu", "cuda")
+
+
+def test_language_flag_reaches_the_run_configs():
+    from cli.bench_cmd import config_from
+    from cli.main import build_parser
+
+    parser, _ = build_parser(["bench"])
+    args = parser.parse_args(["bench", "--backend", "replay", "--from", "x", "--language", "triton"])
+    assert config_from(args).language == "triton"
+    parser, _ = build_parser(["train"])
+    assert parser.parse_args(["train", "--preset", "cpu-tiny"]).language is None  # the preset's value stays
+    from train.config import TrainConfig, load_config
+
+    assert load_config(TrainConfig, "cpu-tiny", "train", {"language": "triton"}).language == "triton"
+    from agent.optimize import OptimizeConfig
+
+    assert OptimizeConfig(file="f.py", language="triton").language == "triton"
