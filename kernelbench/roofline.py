@@ -22,6 +22,9 @@ from kernelbench.work import Work
 
 ABOVE_ROOFLINE = "above_roofline"
 """Flag of a result whose sol_fraction exceeds 1 (see the module docstring)."""
+INTERPRETED = "interpreted"
+"""Flag of a result run under an interpreter (Triton's on CPU): its time means nothing, so neither does its
+fraction of the roofline."""
 MEMORY, COMPUTE = "memory", "compute"
 
 
@@ -108,11 +111,6 @@ def assess(work: dict, device: str, device_name: str, threads: int, runtime_ms: 
     r = roofline(Work.from_dict(work), peaks)
     timed = runtime_ms if INTERPRETED not in flags else 0.0
     return SpeedOfLight(sol_fraction(r.time_ms, timed), r.time_ms, r.bound)
-
-
-INTERPRETED = "interpreted"
-"""Flag of a result run under an interpreter (Triton's on CPU): its time means nothing, so neither does its
-fraction of the roofline."""
 
 
 def above_reason(s: SpeedOfLight) -> str:

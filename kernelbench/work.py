@@ -26,7 +26,6 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
-from torch.utils.flop_counter import FlopCounterMode
 
 from kernelbench.op_policy import classify_op
 
@@ -169,6 +168,8 @@ def count_work(model: Any, args: list[Any]) -> Work:
     params = [p for p in model.parameters()] + [b for b in model.buffers()] if hasattr(model, "parameters") else []
     seen: set[tuple[int, int, int]] = set()
     input_bytes = distinct_bytes(_tensors(args) + params, seen)
+    from torch.utils.flop_counter import FlopCounterMode  # here, not at import: it imports triton (~1 s) when installed
+
     counter = FlopCounterMode(display=False)
     other = _OtherOps(set(counter.flop_registry))
     with counter, other:  # `other` is innermost: it sees each op first, then FlopCounterMode counts it
