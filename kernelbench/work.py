@@ -11,7 +11,8 @@ the device's roofline time. Rules (docs/harness.md, "Speed of light"):
 - FLOPs of matrix products, convolutions and attention: `torch.utils.flop_counter.FlopCounterMode` (2 per
   multiply-add: `mm` of (M, K) x (K, N) is 2·M·N·K; `addmm`'s bias add is not counted).
 - FLOPs FlopCounterMode does not count (it returns 0 for everything outside its registry), by our rule:
-  allocation, views, metadata and layout copies (`op_policy.classify_op`) 0; ops tagged `pointwise`
+  allocation, views, metadata and layout copies (`op_policy.classify_op`) and data moves (`MOVES`:
+  `cat`, `flip`, `gather`, `where`...) 0; ops tagged `pointwise`
   1 per output element whatever the function (`relu`, `add`, `exp`, `gelu`: one result per element; the
   roofline takes the cheapest reading so that it stays a bound); ops tagged `reduction` 1 per input element;
   the composite ops in `PER_ELEMENT` their listed count per input element; any other op 1 per element of its
@@ -36,8 +37,20 @@ PER_ELEMENT = {
     "native_group_norm": 7,   # as layer norm, over groups
     "_native_batch_norm_legit_no_training": 4,  # eval: centre, scale, weight, bias
     "native_batch_norm": 7,   # train: statistics and normalisation as layer norm
+    # pooling: one compare or add per input element (overlapping windows read some twice: an undercount)
+    "max_pool1d": 1, "max_pool2d_with_indices": 1, "max_pool3d_with_indices": 1, "avg_pool1d": 1,
+    "avg_pool2d": 1, "avg_pool3d": 1, "_adaptive_avg_pool2d": 1, "_adaptive_avg_pool3d": 1,
+    "adaptive_max_pool2d": 1, "adaptive_max_pool3d": 1,
+    "mse_loss": 3,            # subtract, square, sum
+    "smooth_l1_loss": 4,      # subtract, abs, square or shift, sum
+    "huber_loss": 4,
+    "hardswish": 1,           # pointwise, though not tagged so
 }
 """FLOPs per input element of composite (non-pointwise, non-reduction) ops the harness's tasks use."""
+MOVES = {"flip", "stack", "cat", "roll", "repeat", "constant_pad_nd", "index_select", "gather", "index",
+         "_unsafe_index", "masked_select", "tril", "triu", "where", "scatter", "take"}
+"""Ops that move or select data and compute nothing: 0 FLOPs (their bytes are intermediates or outputs).
+`where` and `tril`/`triu` select per element; counted as moves, not arithmetic."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +126,8 @@ def op_flops(name: str, tags: Any, inputs: list[torch.Tensor], outputs: list[tor
     largest_out = max((t.numel() for t in outputs), default=0)
     largest_in = max((t.numel() for t in inputs), default=0)
     packet = name.split(".")[1] if "." in name else name
+    if packet in MOVES:
+        return 0, False
     if torch.Tag.pointwise in tags:
         return largest_out, False
     if torch.Tag.reduction in tags:
