@@ -21,7 +21,7 @@ the device's roofline time. Rules (docs/harness.md, "Speed of light"):
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -174,7 +174,7 @@ class _OtherOps(TorchDispatchMode):
         return out
 
 
-def _widest(sizes: dict[str, int]) -> str:
+def _largest(sizes: dict[str, int]) -> str:
     return max(sizes, key=lambda k: sizes[k]) if sizes else ""
 
 
@@ -191,8 +191,8 @@ def count_work(model: Any, args: list[Any]) -> Work:
         out = model(*args)
     output_bytes = distinct_bytes(_tensors(out), seen)
     return Work(input_bytes=input_bytes, output_bytes=output_bytes, matmul_flops=int(counter.get_total_flops()),
-                other_flops=other.flops, matmul_dtype=_widest(other.matmul_sizes),
-                dtype=_widest(other.other_sizes) or _dtype_of(out), tf32=bool(torch.backends.cuda.matmul.allow_tf32),
+                other_flops=other.flops, matmul_dtype=_largest(other.matmul_sizes),
+                dtype=_largest(other.other_sizes) or _dtype_of(out), tf32=bool(torch.backends.cuda.matmul.allow_tf32),
                 estimated_ops=tuple(other.estimated), ops=other.ops)
 
 
