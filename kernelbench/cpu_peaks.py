@@ -285,7 +285,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{peaks.name}: {peaks.source}; cache {cache_path(args.threads)} ({time.perf_counter() - t0:.1f} s)")
     for size, rate in peaks.bandwidth:
         print(f"  working set {size / 1024:>10.0f} KiB: {rate / 1e9:8.1f} GB/s")
-    print(f"  FP32 {peaks.matmul_flops['float32'] / 1e9:.1f} GFLOP/s, FP64 {peaks.matmul_flops['float64'] / 1e9:.1f} GFLOP/s")
+    f32, f64 = peaks.matmul_flops["float32"], peaks.matmul_flops["float64"]
+    print(f"  FP32 {f32 / 1e9:.1f} GFLOP/s, FP64 {f64 / 1e9:.1f} GFLOP/s")
     return 0
 
 
