@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from agent.episode import Trajectory, Turn
-from kernelbench.result import CORRECT
+from kernelbench.result import CORRECT, EvalResult
+from kernelbench.roofline import describe
 
 CHART_NAME = "best_speedup.png"
 
@@ -76,6 +77,17 @@ def write_chart(path: str, curve: Sequence[float], title: str) -> None:
     plt.close(fig)
 
 
+def speed_of_light(r: EvalResult) -> str:
+    """How far a correct kernel is from the device's limit: "2.1x faster than eager, at 38 % of memory
+    bandwidth (memory-bound task; roofline 0.0123 ms, so at most 2.6x more to gain)"; "" without a roofline."""
+    if r.status != CORRECT or r.sol_fraction <= 0:
+        return ""
+    room = f"at most {1 / r.sol_fraction:.2g}x more to gain" if r.sol_fraction < 1 else \
+        "above the roofline: see the flag `above_roofline`"
+    return (f"{r.speedup:.2g}x faster than eager, {describe(r.sol_fraction, r.sol_bound)} ({r.sol_bound}-bound "
+            f"task; roofline {r.roofline_ms:.4g} ms, so {room})")
+
+
 def _cell(text: str, limit: int = 90) -> str:
     line = " ".join(text.split())
     line = line if len(line) <= limit else line[:limit - 3] + "..."
@@ -125,17 +137,20 @@ def render_markdown(title: str, trajs: Sequence[Trajectory], best: Best | None, 
         lines += [f"**Best: {r.speedup:.3f}x** over the PyTorch reference ({r.runtime_ms:.4f} ms against "
                   f"{r.ref_runtime_ms:.4f} ms), trajectory {best.traj_id}, turn {best.turn.index + 1}; "
                   "saved as `best.py`.", ""]
+        if speed_of_light(r):
+            lines += [f"Speed of light: {speed_of_light(r)}.", ""]
     else:
         lines += ["**No correct kernel was found**, so there is no `best.py`. The table shows what went wrong.", ""]
     lines += [f"![best speedup per turn]({CHART_NAME})", "",
-              "| trajectory | turn | status | speedup | runtime (ms) | summary / feedback |",
-              "|---|---|---|---|---|---|"]
+              "| trajectory | turn | status | speedup | runtime (ms) | speed of light | summary / feedback |",
+              "|---|---|---|---|---|---|---|"]
     for tid, turn in kernels:
         r = turn.result
         note = turn.summary if r.status == CORRECT else (r.feedback or turn.summary)
         speed = f"{r.speedup:.3f}" if r.status == CORRECT else "-"
         ms = f"{r.runtime_ms:.4f}" if r.runtime_ms else "-"
-        lines.append(f"| {tid} | {turn.index + 1} | {r.status} | {speed} | {ms} | {_cell(note)} |")
+        sol = f"{100 * r.sol_fraction:.0f} % of {r.sol_bound}" if r.status == CORRECT and r.sol_fraction > 0 else "-"
+        lines.append(f"| {tid} | {turn.index + 1} | {r.status} | {speed} | {ms} | {sol} | {_cell(note)} |")
     return "\n".join(lines) + "\n"
 
 

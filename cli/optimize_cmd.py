@@ -89,6 +89,10 @@ def run(args: argparse.Namespace) -> int:
         sys.stderr.write(f"kernel-agent optimize: no correct kernel found; see {outcome.out_dir}/report.md\n")
         return 1
     print(f"best: {outcome.best.speedup:.3f}x -> {outcome.out_dir}/best.py (report: {outcome.out_dir}/report.md)")
+    from agent.report import speed_of_light
+
+    if speed_of_light(outcome.best.turn.result):
+        print(f"  speed of light: {speed_of_light(outcome.best.turn.result)}")
     return 0
 
 

@@ -16,6 +16,10 @@ Definitions (DESIGN.md, "Metrics"; KernelBench arXiv 2502.10517; Kevin-32B arXiv
   is 0.0 when none has; `correct_*` beside it says how many that is.
 - A `harness_error` record is no verdict on its kernel: it is left out of every figure (never a 0) and
   counted apart (`harness_errors`, `status_counts`).
+- `sol_fraction_mean`: the mean speed-of-light fraction (roofline time / measured time, `EvalResult.sol_fraction`)
+  of the kernel each correct trajectory delivered (its fastest correct one), over the trajectories whose kernel
+  has one (timed, a roofline known for the device; `sol_fraction_trajectories` says how many); 0.0 when none.
+  Trajectories with no correct kernel are left out rather than counted as 0: a fraction of nothing means nothing.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ class TrajectoryOutcome:
     """Eager speedup of its fastest correct kernel, 0 if none."""
     speedup_vs_compile: float
     """`torch.compile` speedup of its correct kernel with the largest such speedup, 0 if none or not measured."""
+    sol_fraction: float = 0.0
+    """Speed-of-light fraction of its fastest correct kernel, 0 if none or not measured."""
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -106,7 +112,7 @@ def trajectory_outcomes(records: Iterable[dict[str, Any]], max_turns: int | None
             continue
         if is_harness_error(rec):  # not a verdict on the kernel: left out, never counted as a failure
             continue
-        kernels[rec["task"]].setdefault(str(rec["trajectory"]), []).append(record_point(rec))
+        kernels[rec["task"]].setdefault(str(rec["trajectory"]), []).append(record_point(rec) + (record_sol(rec),))
     out: dict[str, list[TrajectoryOutcome]] = {}
     for task, trajs in kernels.items():
         ids = _trajectory_order(trajs)[:max_trajectories]
@@ -115,9 +121,15 @@ def trajectory_outcomes(records: Iterable[dict[str, Any]], max_turns: int | None
             points = trajs[tid]
             good = [p for p in points if p[0]]
             outcomes.append(TrajectoryOutcome(correct=bool(good), speedup=max((p[1] for p in good), default=0.0),
-                                              speedup_vs_compile=max((p[2] for p in good), default=0.0)))
+                                              speedup_vs_compile=max((p[2] for p in good), default=0.0),
+                                              sol_fraction=max(good, key=lambda p: p[1])[3] if good else 0.0))
         out[task] = outcomes
     return out
+
+
+def record_sol(rec: dict[str, Any]) -> float:
+    """Speed-of-light fraction of one results.jsonl record (0 for records written before the field existed)."""
+    return float(rec.get("result", {}).get("sol_fraction", 0.0) or 0.0)
 
 
 def is_harness_error(rec: dict[str, Any]) -> bool:
@@ -168,7 +180,14 @@ def summarize(outcomes: dict[str, list[TrajectoryOutcome]], k: int | None = None
                                       if correct_flat else 0.0),
         "fast_p": fast_best,
         "fast_p_avg": fast_avg,
+        **sol_summary(flat),
     }
+
+
+def sol_summary(trajectories: Sequence[TrajectoryOutcome]) -> dict[str, float | int]:
+    """Mean speed-of-light fraction of the correct trajectories' kernels that have one (module docstring)."""
+    sols = [t.sol_fraction for t in trajectories if t.correct and t.sol_fraction > 0]
+    return {"sol_fraction_mean": _mean(sols), "sol_fraction_trajectories": len(sols)}
 
 
 def pass_at_ks(outcomes: dict[str, list[TrajectoryOutcome]]) -> dict[str, float]:

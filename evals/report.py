@@ -2,7 +2,8 @@
 
 Plots: `speedup_distribution.png` (per-trajectory speedups of correct trajectories, eager and
 torch.compile), `fast_p.png` (fast_p as a function of p, best@k and avg@k), `best_so_far.png`
-(correctness and mean speedup after each turn) and, for sweeps, `scaling.png` (evals.sweep).
+(correctness and mean speedup after each turn), `speedup_vs_sol.png` (each correct trajectory's speedup
+against its kernel's speed-of-light fraction, by level) and, for sweeps, `scaling.png` (evals.sweep).
 """
 
 from __future__ import annotations
@@ -87,6 +88,45 @@ def plot_best_so_far(metrics: dict[str, Any], path: str) -> None:
     _save(fig, path)
 
 
+def plot_speedup_vs_sol(records: Sequence[dict[str, Any]], path: str) -> None:
+    """One point per correct trajectory whose kernel has a speed-of-light fraction: x the fraction of the
+    device's roofline it reached, y its speedup over eager PyTorch (log), coloured by level. Far right and low
+    is a kernel near the hardware's limit whose reference was already fast; far left, room left."""
+    plt = _plt()
+    level = {rec["task"]: str(rec.get("level", 0)) for rec in records}
+    points: dict[str, list[tuple[float, float]]] = {}
+    for task, outs in trajectory_outcomes(records).items():
+        for t in outs:
+            if t.correct and t.sol_fraction > 0 and t.speedup > 0:
+                points.setdefault(level.get(task, "0"), []).append((t.sol_fraction, t.speedup))
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for lvl, pts in sorted(points.items()):
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=14, alpha=0.7, label=f"level {lvl} ({len(pts)})")
+    ax.axvline(1.0, color="k", lw=0.8, ls="--")
+    ax.axhline(1.0, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel("fraction of the roofline (speed of light)")
+    ax.set_ylabel("speedup vs eager")
+    ax.set_title("Speedup against speed of light (correct trajectories)")
+    if points:
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+    else:
+        ax.text(0.5, 0.5, "no correct kernel was timed against a roofline", ha="center", va="center",
+                transform=ax.transAxes)
+    _save(fig, path)
+
+
+def sol_lines(metrics: dict[str, Any]) -> list[str]:
+    """The speed-of-light section: mean fraction of the roofline per level, and the plot."""
+    rows = [(lvl, str(v.get("sol_fraction_trajectories", 0)), _f(v.get("sol_fraction_mean", 0.0)))
+            for lvl, v in [("all", metrics.get("overall", {})), *metrics.get("by_level", {}).items()]]
+    return (["## Speed of light", "", "Mean fraction of the device's roofline time (bytes / bandwidth or FLOPs / "
+             "peak, whichever is longer) that each correct trajectory's kernel reached; 1 is the hardware's limit. "
+             "See docs/metrics.md.", ""]
+            + _table(("level", "correct trajectories with a roofline", "mean sol_fraction"), rows)
+            + ["", "![speedup vs speed of light](speedup_vs_sol.png)"])
+
+
 def _save(fig, path: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -135,6 +175,7 @@ def write_report(out_dir: str, metrics: dict[str, Any], records: Sequence[dict[s
     plot_speedups(records, os.path.join(out_dir, "speedup_distribution.png"))
     plot_fast_p(records, os.path.join(out_dir, "fast_p.png"))
     plot_best_so_far(metrics, os.path.join(out_dir, "best_so_far.png"))
+    plot_speedup_vs_sol(records, os.path.join(out_dir, "speedup_vs_sol.png"))
     cfg = config or {}
     s = metrics.get("overall", {})
     lines = [f"# Benchmark: {cfg.get('model') or cfg.get('backend', '')} on {cfg.get('tasks', '')}", "",
@@ -160,6 +201,7 @@ def write_report(out_dir: str, metrics: dict[str, Any], records: Sequence[dict[s
                     [(lvl, str(v.get("tasks", 0)), _f(v.get("correct_best@k", 0)), _f(v.get("correct_avg@k", 0)),
                       _f(v.get("speedup_mean_best@k", 0)), _f(v.get("fast_p", {}).get("eager", {}).get("fast_1", 0)))
                      for lvl, v in metrics.get("by_level", {}).items()])
+    lines += [""] + sol_lines(metrics)
     lines += ["", "## pass@k (unbiased estimator)", ""]
     lines += _table(("k", "pass@k"), [(k, _f(v)) for k, v in metrics.get("pass@k", {}).items()])
     lines += ["", "## Best so far by turn", ""]

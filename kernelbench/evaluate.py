@@ -27,6 +27,7 @@ from typing import Any
 
 from kernelbench import (builds, feedback, nvrtc, op_policy, paired, report, sandbox, static_checks, symbols, telemetry,
                          timing, triton_kernels, worker)
+from kernelbench import roofline
 from kernelbench.compare import Comparison, compare_outputs, inputs_unchanged
 from kernelbench.config import EvalConfig
 from kernelbench.inputs import Seeds, draw_seeds
@@ -203,6 +204,8 @@ class Reference:
     """Outputs of the hidden check calls' inputs (`_timing_checks`), computed by the reference."""
     timing_outputs: list[list[Any]] = field(default_factory=list)
     """Outputs of the timing base sets (what the verification round must return)."""
+    work: dict[str, Any] = field(default_factory=dict)
+    """Bytes and FLOPs of the timed configuration (`kernelbench.work.Work.to_dict`), {} when not counted."""
 
 
 def _reference_job(task: Task, config: EvalConfig, seeds: Seeds, **extra: Any) -> dict[str, Any]:
@@ -226,7 +229,8 @@ def _reference_from(task: Task, out: sandbox.ChildOutcome, res: dict[str, Any], 
                      structures=res["structures"], inputs=_load(os.path.join(scratch, "inputs.pt")),
                      outputs=saved["outputs"], check_outputs=saved.get("check_outputs", []),
                      timing_outputs=saved.get("timing_outputs", []), block_medians_ms=tuple(medians or ()),
-                     blocks_ms=tuple(tuple(float(t) for t in b) for b in blocks[:rounds]) if medians else ())
+                     blocks_ms=tuple(tuple(float(t) for t in b) for b in blocks[:rounds]) if medians else (),
+                     work=res.get("work") or {})
 
 
 def run_reference(task: Task, config: EvalConfig, seeds: Seeds, slot: sandbox.SlotLease, scratch: str) -> Reference:
@@ -568,17 +572,25 @@ def _run_stage(staged: Staged) -> EvalResult:
     comp_ms = float(ref.compile_timing.get("median_ms", 0.0)) if ref else 0.0
     run_ms = float(timing.get("median_ms", 0.0))
     speedup = speedup if correct else 0.0
+    sol = roofline.assess(ref.work if ref else {}, config.device, reading.device_name, config.threads,
+                          run_ms if correct else 0.0, flags)
+    if sol.sol_fraction > 1.0:  # after the status: a finding about the roofline, not about the kernel
+        flags.append(roofline.ABOVE_ROOFLINE)
+        reasons[roofline.ABOVE_ROOFLINE] = roofline.above_reason(sol)
     # against torch.compile: the speedup scaled by compiled/eager as the reference's one process measured
     # them, so it carries the paired figure's steadiness (one after the other: exactly comp_ms / run_ms)
     vs_compile = speedup * comp_ms / ref_ms if correct and comp_ms and ref_ms else 0.0
     text = feedback.render(status, detail=verdict.detail, speedup=speedup, runtime_ms=run_ms, ref_runtime_ms=ref_ms,
                            flags=tuple(flags), reasons=reasons, max_abs_error=verdict.comparison.max_abs_error)
+    if sol.sol_fraction > 0:
+        text += "\n" + roofline.feedback_line(sol.sol_fraction, sol.bound, sol.roofline_ms)
     return EvalResult(status=status, compiled=True, correct=correct, runtime_ms=run_ms,
                       runtime_std_ms=float(timing.get("std_ms", 0.0)), ref_runtime_ms=ref_ms, compile_ref_runtime_ms=comp_ms,
                       speedup=speedup, speedup_vs_compile=vs_compile,
                       score=feedback.kernel_score(correct, speedup, status == REJECTED), flags=tuple(flags), feedback=text,
                       max_abs_error=verdict.comparison.max_abs_error, compile_s=build.compile_s if build else 0.0,
-                      run_s=verdict.run_s, cached_build=bool(build and build.cached), conditions=cond)
+                      run_s=verdict.run_s, cached_build=bool(build and build.cached), conditions=cond,
+                      sol_fraction=sol.sol_fraction, roofline_ms=sol.roofline_ms, sol_bound=sol.bound)
 
 
 def _speedup(ref: Reference | None, verdict: RunVerdict) -> float:

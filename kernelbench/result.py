@@ -115,6 +115,15 @@ class EvalResult:
     """Times the evaluation was restarted after a harness fault: the worker running it was lost (an actor or
     node of the Ray executor died) or it came back `harness_error` (retried once). Records written before
     this field load with 0."""
+    sol_fraction: float = 0.0
+    """Speed of light: the task's roofline time on this device / runtime_ms (`kernelbench.roofline`), for a
+    correct, timed kernel; 0 when not timed, not correct, interpreted, or the device's peaks are unknown. Not
+    capped: above 1 carries the flag `above_roofline`. Records written before this field load with 0."""
+    roofline_ms: float = 0.0
+    """The least time the task can take on this device: max(bytes / bandwidth, FLOPs / peak) of its inputs,
+    outputs and the reference's FLOPs on the timed configuration; 0 when not counted."""
+    sol_bound: str = ""
+    """Which ceiling limits the task: `memory` or `compute` ("" when no roofline)."""
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

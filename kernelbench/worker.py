@@ -212,6 +212,10 @@ def run_reference(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
     torch.save({"outputs": outputs, "timing_outputs": timing_outputs, "check_outputs": check_outputs},
                os.path.join(scratch, "reference.pt"))
     result: dict[str, Any] = {"ok": True, "structures": structures}
+    if job["timing_trials"] > 0:  # speed of light: bytes and FLOPs of the timed configuration, counted here (trusted
+        from kernelbench import work  # task code only; never in the candidate's child) and reported with the rest
+
+        result.update(work.measured(model, to_device(clone_args((timing_sets or sets)[0]), device)))
     if job["timing_trials"] > 0:
         if job.get("paired"):  # blocks on the parent's word, alternating with the candidate's (kernelbench.paired)
             sink = _sink(job)

@@ -292,7 +292,11 @@ def test_bench_outputs_statuses_metrics_report(killed_and_resumed):
     assert config["bench"]["trajectories"] == 1 and len(config["tasks"]) == 3
     report = (out / "report.md").read_text()
     assert "fast_1" in report and "pass@k" in report
-    for png in ("speedup_distribution.png", "fast_p.png", "best_so_far.png"):
+    # speed of light: every correct trajectory's kernel was timed against this CPU's roofline
+    timed = [lvl for lvl in metrics["by_level"].values() if lvl["sol_fraction_trajectories"]]
+    assert sum(lvl["sol_fraction_trajectories"] for lvl in timed) == overall["sol_fraction_trajectories"] == 3
+    assert all(0 < lvl["sol_fraction_mean"] <= 1.05 for lvl in timed) and "## Speed of light" in report
+    for png in ("speedup_distribution.png", "fast_p.png", "best_so_far.png", "speedup_vs_sol.png"):
         data = (out / png).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000 and png in report
 

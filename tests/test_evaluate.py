@@ -60,6 +60,9 @@ def test_correct_relu_is_correct_timed_and_recorded(cfg):
     assert c.correctness_trials == cfg.correctness_trials + cfg.extra_distribution_trials == len(c.input_seeds)
     assert c.timing_trials >= 5 and c.sandbox in ("bwrap", "rlimits") and c.op_policy == "strict"
     assert "speedup" in r.feedback
+    # speed of light: a memory-bound task; an honest kernel cannot beat the machine's measured ceilings
+    assert 0 < r.sol_fraction <= 1.05 and r.sol_bound == "memory" and r.roofline_ms > 0, r.feedback
+    assert r.sol_fraction == pytest.approx(r.roofline_ms / r.runtime_ms) and "speed of light: at" in r.feedback
     assert EvalResult.from_dict(json.loads(r.to_json())) == r
     again = evaluate(RELU, fixture("relu_ok.py"), cfg)
     assert again.status == "correct" and again.cached_build

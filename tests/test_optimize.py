@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+from dataclasses import replace
+
 import pytest
 
 from agent.episode import Trajectory, Turn
@@ -73,6 +75,22 @@ def test_report_table_chart_and_best(tmp_path):
     assert len(rows) == 6 and "**Best: 3.000x**" in md and "compile_error fb" in md
     assert (tmp_path / "best_speedup.png").read_bytes()[:4] == b"\x89PNG"
     assert find_best([Trajectory("t", "0", (turn(0, "incorrect"),))]) is None
+
+
+def test_report_says_how_far_each_kernel_is_from_the_limit(tmp_path):
+    def near(index, speedup, sol, bound):
+        t = turn(index, "correct", speedup)
+        return replace(t, result=replace(t.result, sol_fraction=sol, roofline_ms=0.25, sol_bound=bound))
+
+    trajs = [Trajectory("t", "0", (near(0, 1.3, 0.2, "memory"), near(1, 2.1, 0.38, "memory"))),
+             Trajectory("t", "1", (turn(0, "correct", 0.9),))]  # a kernel without a roofline
+    write_report(str(tmp_path), "title", trajs, {"device": "cpu"})
+    md = (tmp_path / "report.md").read_text()
+    assert ("Speed of light: 2.1x faster than eager, at 38 % of memory bandwidth (memory-bound task; roofline "
+            "0.25 ms, so at most 2.6x more to gain).") in md
+    rows = [line for line in md.splitlines() if line.startswith("| 0 |")]
+    assert "| 20 % of memory |" in rows[0] and "| 38 % of memory |" in rows[1]
+    assert "| 1 | 1 | correct | 0.900 | 1.1111 | - |" in md
 
 
 def test_optimize_writes_the_fast_kernel_as_best(tmp_path):
