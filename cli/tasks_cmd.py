@@ -73,15 +73,18 @@ def _list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title=f"{args.source}: {len(records)} tasks (split {args.split})")
-    for column in ("id", "level", "split", "policy", "weights"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("issue", overflow="fold", min_width=5)
-    if args.size == "cpu":
-        table.add_column("cpu size", overflow="fold", min_width=12)
-    for r in records:
-        table.add_row(r["id"], str(r["level"]), r["split"], r["op_policy"],
-                      "needs" if r["needs_weights"] else "", r["issue"],
-                      *([r["cpu_size"]["text"]] if args.size == "cpu" else []))
+    if args.size == "cpu":  # the sizes need the width: id and size only
+        table.add_column("id", no_wrap=True)
+        table.add_column("cpu size (reference, one thread)", overflow="fold", min_width=20)
+        for r in records:
+            table.add_row(r["id"], r["cpu_size"]["text"])
+    else:
+        for column in ("id", "level", "split", "policy", "weights"):
+            table.add_column(column, no_wrap=True)
+        table.add_column("issue", overflow="fold", min_width=5)
+        for r in records:
+            table.add_row(r["id"], str(r["level"]), r["split"], r["op_policy"],
+                          "needs" if r["needs_weights"] else "", r["issue"])
     Console().print(table)
     if args.size == "cpu":
         have = sum(r["cpu_size"]["has_size"] for r in records)

@@ -195,7 +195,10 @@ def knob_values(plan: SizePlan, alpha: float, frozen: frozenset[str] = frozenset
         values[k.label] = k.value
     divisors = [k.value for k in kept if k.value >= 2 and not k.scalable and not GEOMETRY.search(k.name.lower())]
     done: list[tuple[int, int]] = []  # (original, new) of scaled knobs so far, smallest first
-    for k in sorted((k for k in plan.knobs if k.scalable and k.label not in frozen), key=lambda k: (k.value, k.label)):
+    # among equal sizes a batch comes last, so the group takes a non-batch size's floor
+    order = sorted((k for k in plan.knobs if k.scalable and k.label not in frozen),
+                   key=lambda k: (k.value, bool(BATCH.search(k.name.lower())), k.label))
+    for k in order:
         same = next((new for old, new in done if old == k.value), None)
         if same is not None:  # equal sizes stay equal
             values[k.label] = same

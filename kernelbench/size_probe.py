@@ -41,6 +41,8 @@ RUN_CAP_MS = 400.0
 """Never time a configuration whose calibrated estimate exceeds this (nor one whose first call does)."""
 START_ALPHA = 0.3
 MIN_SIZE = 8
+MAX_PAIR_KNOBS = 10
+"""Pairs of constants are tried for freezing only up to this many scalable constants (45 meta runs)."""
 """Sizes other than a batch stay at least this large unless that is still too slow (size_plan.knob_values)."""
 NO_META_MAX_ALPHA = 0.8
 """Without a meta estimate the search never comes near the GPU size (alpha 1): it climbs from small runs."""
@@ -184,9 +186,12 @@ class Search:
         coincidental divisibility that keeps a size large loosened."""
         alpha = START_ALPHA
         if not self._valid(alpha):
-            for knob in sorted(self.plan.scalable, key=lambda k: -k.value):
-                if self._valid(alpha, self.frozen | {knob.label}):
-                    self.frozen = self.frozen | {knob.label}
+            labels = [k.label for k in sorted(self.plan.scalable, key=lambda k: -k.value)]
+            tries = [{a} for a in labels] + ([{a, b} for i, a in enumerate(labels) for b in labels[i + 1:]]
+                                            if len(labels) <= MAX_PAIR_KNOBS else [])
+            for trial in tries:  # one constant, else two (a width tied to a channel count by a LayerNorm)
+                if self._valid(alpha, self.frozen | trial):
+                    self.frozen = self.frozen | trial
                     break
             else:
                 lo, hi = alpha, 1.0
@@ -204,7 +209,10 @@ class Search:
                 if new is not None and new < 0.7 * est:
                     self.loose, est = trial, new
         for min_size in (MIN_SIZE, 1):  # down to 1 only when the floor of 8 is still too slow
-            self.min_size = min_size
+            previous, self.min_size = self.min_size, min_size
+            if not self._valid(alpha):  # sizes under 8 break it (a literal group count of 4)
+                self.min_size = previous
+                break
             for lower in (0.2, 0.1, 0.0):
                 if lower >= alpha or (self._est(alpha) or 0.0) <= TARGET_MS / 2:
                     break
@@ -282,6 +290,9 @@ class Search:
                 cpu_ms, wall_ms = measure(self.source, self.filename, overrides)
             except Exception as e:  # a size the problem rejects
                 self.errors.append(f"alpha {alpha:.2f}: {type(e).__name__}: {str(e)[:160]}")
+                if self.min_size < MIN_SIZE and not self.points:  # runs on meta, not for real: sizes of 8 again
+                    self.min_size = MIN_SIZE
+                    continue
                 if self.points or self.meta_ok or not self._unblock(alpha):
                     break
                 continue
@@ -304,8 +315,7 @@ class Search:
         if self.min_size < MIN_SIZE:
             tiny = [f"{k}={v}" for k, v in overrides.items() if isinstance(v, int) and v < MIN_SIZE and "batch" not in k]
             if tiny:
-                reason = "; ".join(filter(None, [reason, f"sizes below {MIN_SIZE} to fit ({', '.join(tiny)}): "
-                                                          f"the rest of the work is in sizes written as literals"]))
+                reason = "; ".join(filter(None, [reason, f"sizes below {MIN_SIZE} to fit ({', '.join(tiny)})"]))
         status = "sized"
         if cpu_ms > hi:
             status = "slow"
