@@ -14,6 +14,7 @@ import fcntl
 import hashlib
 import json
 import os
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,7 +112,8 @@ def update_records(new: dict[str, CpuSizeRecord], path: str | Path | None = None
     """Merge `new` into the file under a lock (several derivations may run at once, by level or id) and
     write it atomically; returns the merged records."""
     path = Path(path or records_path())
-    with open(str(path) + ".lock", "w") as lock:
+    lock_name = f"kernel-agent-cpu-sizes-{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}.lock"
+    with open(os.path.join(tempfile.gettempdir(), lock_name), "w") as lock:  # not beside the file: not in the repo
         fcntl.flock(lock, fcntl.LOCK_EX)
         _CACHE.pop(str(path), None)
         records = dict(load_records(path))
