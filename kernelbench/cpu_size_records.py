@@ -136,10 +136,14 @@ def _order(key: str) -> tuple[int, int, str]:
 
 
 def lookup(task: Task) -> CpuSizeRecord | None:
-    """The record for `task` when one was derived for exactly its text; a checkout task whose text changed
-    since raises TaskFormatError (a stale size could be inconsistent with the new file)."""
+    """The record for `task` when one was derived for exactly its text (by id, or for a problem file given
+    by path by its text alone); a checkout task whose text changed since raises TaskFormatError (a stale
+    size could be inconsistent with the new file)."""
     key = record_key(task)
-    record = load_records().get(key) if key else None
+    if not key:  # a problem given by its path (`eval --task FILE`): the record of the same text, if any
+        sha = source_sha(task.source)
+        return next((r for r in load_records().values() if r.source_sha256 == sha), None)
+    record = load_records().get(key)
     if record is None:
         return None
     if record.source_sha256 != source_sha(task.source):
@@ -157,7 +161,7 @@ def recorded_overrides(task: Task) -> dict[str, Any]:
     if record is None:
         return {}
     if record.overrides is None:
-        raise TaskFormatError(f"{task.path or task.id}: no CPU size for {record_key(task)}: {record.reason} "
+        raise TaskFormatError(f"{task.path or task.id}: no CPU size for {record.task_id}: {record.reason} "
                               f"(use --size gpu on a GPU)")
     return record.overrides
 

@@ -84,8 +84,10 @@ def derive(tasks: list[Task], config: DeriveConfig = DeriveConfig(),
         record = _record(item["id"], task, answer)
         old = recorded.get(item["id"])
         if old is not None and record.overrides is not None:  # a re-timing keeps how the size was found
+            reason = old.reason if record.status == old.status else (
+                f"{record.cpu_ms:.2f} ms when re-timed" + (f"; {old.reason}" if old.reason else ""))
             record = CpuSizeRecord(**{**old.to_dict(), "status": record.status, "cpu_ms": record.cpu_ms,
-                                      "wall_ms": record.wall_ms})
+                                      "wall_ms": record.wall_ms, "reason": reason})
         out[item["id"]] = record
     return out
 

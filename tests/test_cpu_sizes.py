@@ -153,3 +153,15 @@ def test_sandboxed_derivation_of_the_fixtures(tmp_path):
     literal = got["kb:L1/3_Literal_Matmul"]
     assert literal.status == "unscalable" and literal.overrides is None
     assert literal.reason.startswith("no module-level size constant to scale; estimated")
+
+
+def test_a_problem_file_given_by_path_gets_the_record_of_its_text(records_file, tmp_path):
+    from cli.eval_cmd import resolve_task
+
+    task = fixture_tasks()["kb:L1/1_Wide_ReLU"]
+    cpu_size_records.update_records({record_key(task): _record(task, {"batch_size": 32, "dim": 2048})})
+    copy = tmp_path / "relu.py"
+    copy.write_text(task.source)
+    assert load_problem(resolve_task(str(copy)), "cpu").module.dim == 2048
+    copy.write_text(task.source + "\n# edited\n")
+    assert load_problem(resolve_task(str(copy)), "cpu").module.dim == 262144  # another text: its own sizes
