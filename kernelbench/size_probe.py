@@ -41,6 +41,7 @@ RUN_CAP_MS = 400.0
 """Never time a configuration whose calibrated estimate exceeds this (nor one whose first call does)."""
 START_ALPHA = 0.3
 MIN_SIZE = 8
+META_BUDGET_S = 20.0
 MAX_PAIR_KNOBS = 10
 """Pairs of constants are tried for freezing only up to this many scalable constants (45 meta runs)."""
 """Sizes other than a batch stay at least this large unless that is still too slow (size_plan.knob_values)."""
@@ -157,7 +158,9 @@ class Search:
         self.loose: frozenset[str] = frozenset()
         self.min_size = MIN_SIZE
         self._costs: dict[str, Any] = {}
-        self.meta_ok = not isinstance(self._cost(1.0), str)
+        self.meta_s = 0.0
+        # the small scale first: at the GPU size a recurrent net is 60k meta ops (a minute here)
+        self.meta_ok = self._valid(START_ALPHA) or self._valid(1.0)
         self.points: list[tuple[float, float, float, dict[str, Any]]] = []  # alpha, cpu ms, wall ms, overrides
         self.errors: list[str] = []
         self.calibration = 1.0
@@ -170,8 +173,15 @@ class Search:
     def _cost(self, alpha: float, frozen: frozenset[str] | None = None, loose: frozenset[str] | None = None):
         key = json.dumps(self._overrides(alpha, frozen, loose), sort_keys=True, default=str)
         if key not in self._costs:
+            start = time.perf_counter()
             self._costs[key] = meta_cost(self.source, self.filename, json.loads(key))
+            self.meta_s += time.perf_counter() - start
         return self._costs[key]
+
+    @property
+    def meta_cheap(self) -> bool:
+        """Estimates keep coming from meta runs until they have cost META_BUDGET_S; then the measured slope."""
+        return self.meta_s < META_BUDGET_S
 
     def _est(self, alpha: float, frozen: frozenset[str] | None = None, loose: frozenset[str] | None = None) -> float | None:
         cost = self._cost(alpha, frozen, loose)
@@ -260,7 +270,7 @@ class Search:
             la, lb = math.log(max(a[1], 1e-3)), math.log(b[1])
             frac = (math.log(TARGET_MS) - la) / (lb - la) if lb > la else 0.5
             return a[0] + min(max(frac, 0.1), 0.9) * (b[0] - a[0])
-        if self.meta_ok:
+        if self.meta_ok and self.meta_cheap:
             est = self._est(alpha)
             if est:
                 self.calibration *= cpu_ms / est
@@ -268,8 +278,12 @@ class Search:
                                    alpha if cpu_ms > TARGET_MS else 1.0)
         # no estimate: log(work) is about alpha * sum(log v); step on that slope, at most 0.35 at a time
         slope = sum(math.log(k.value) for k in self.plan.scalable if k.label not in self.frozen) or 1.0
+        if len(self.points) >= 2:  # or on the slope measured between the last two points, when it is sane
+            (a0, t0, *_), (a1, t1, *_) = self.points[-2:]
+            if a1 != a0 and 0.5 < (math.log(t1) - math.log(t0)) / (a1 - a0) < 4 * slope:
+                slope = (math.log(t1) - math.log(t0)) / (a1 - a0)
         step = (math.log(TARGET_MS) - math.log(max(cpu_ms, 1e-3))) / slope
-        return min(NO_META_MAX_ALPHA, max(0.0, alpha + max(-0.5, min(0.35, step))))
+        return min(1.0 if self.meta_ok else NO_META_MAX_ALPHA, max(0.0, alpha + max(-0.5, min(0.35, step))))
 
     def run(self) -> dict[str, Any]:
         if not self.plan.scalable:
@@ -283,7 +297,7 @@ class Search:
             if key in seen:
                 break
             seen.add(key)
-            est = self._est(alpha) if self.meta_ok else None
+            est = self._est(alpha) if self.meta_ok and self.meta_cheap else None
             if est is not None and est > RUN_CAP_MS and self.points:
                 break
             try:
