@@ -93,6 +93,12 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(0, len(todo), args.batch):
         chunk = todo[i:i + args.batch]
         new = derive(chunk, config, recorded=records if args.recheck else None)
+        for key, r in list(new.items()):  # a re-derivation that does worse (a timeout on a busy machine) keeps the old
+            old = records.get(key)
+            if not args.recheck and old is not None and old.in_range and not r.in_range and \
+                    old.source_sha256 == r.source_sha256:
+                print(f"{key}: the new derivation is out of range ({r.status}: {r.reason}); keeping the recorded size")
+                del new[key]
         records = cpu_size_records.update_records(new, records_file)
         for key, r in new.items():
             print(f"{key:70} {r.status:10} {r.cpu_ms:8.2f} ms  {r.describe()[:110]}", flush=True)
