@@ -235,3 +235,13 @@ def constants_at(plan: SizePlan, alpha: float, frozen: frozenset[str] = frozense
     for name, expr in plan.derived:
         names[name] = evaluate(expr, names)
     return {n: v for n, v in names.items() if v != plan.constants.get(n)}
+
+
+def literal_sizes(source: str, function: str = "get_inputs") -> list[int]:
+    """Integer literals of MIN_SCALABLE or more written inside `function` (`torch.rand(b, 3, 224, 224)`):
+    sizes no module constant can change, named when a problem stays slow."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef) and node.name == function:
+            return [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and _is_int(n.value)
+                    and n.value >= MIN_SCALABLE]
+    return []

@@ -30,7 +30,7 @@ import time
 from typing import Any
 
 from kernelbench import cpu_size_records, sandbox
-from kernelbench.size_plan import SizePlan, constants_at, plan_sizes
+from kernelbench.size_plan import SizePlan, constants_at, literal_sizes, plan_sizes
 
 TARGET_MS = 5.0
 ACCEPT_MS = (2.5, 10.0)
@@ -333,8 +333,10 @@ class Search:
         status = "sized"
         if cpu_ms > hi:
             status = "slow"
+            literals = literal_sizes(self.source)
+            where = f" (get_inputs writes {', '.join(map(str, literals))})" if literals else ""
             reason = (f"{cpu_ms:.0f} ms even at the smallest size its module constants allow; the rest of the work "
-                      f"is in sizes written as literals" + (f"; {reason}" if reason else ""))
+                      f"is in sizes written as literals{where}" + (f"; {reason}" if reason else ""))
         elif cpu_ms < lo:
             status = "fast"
             reason = f"{cpu_ms:.2f} ms at {'its own size' if not overrides else 'the largest size tried'}; sizes only shrink"

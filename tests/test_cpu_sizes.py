@@ -165,3 +165,10 @@ def test_a_problem_file_given_by_path_gets_the_record_of_its_text(records_file, 
     assert load_problem(resolve_task(str(copy)), "cpu").module.dim == 2048
     copy.write_text(task.source + "\n# edited\n")
     assert load_problem(resolve_task(str(copy)), "cpu").module.dim == 262144  # another text: its own sizes
+
+
+def test_literal_sizes_are_named():
+    from kernelbench.size_plan import literal_sizes
+
+    assert literal_sizes(fixture_tasks()["kb:L1/3_Literal_Matmul"].source) == [8192, 8192, 8192, 8192]
+    assert literal_sizes(fixture_tasks()["kb:L1/1_Wide_ReLU"].source) == []
