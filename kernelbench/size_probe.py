@@ -347,7 +347,10 @@ class Search:
         est = self._est(1.0) if self.meta_ok else None
         if est is None or est > RUN_CAP_MS:
             guess = f"estimated {est / 1e3:.1f} s per call" if est else "its cost cannot be estimated safely"
-            return {"status": "unscalable", "overrides": None, "reason": f"{why}; {guess}", "alpha": 1.0, "frozen": []}
+            literals = literal_sizes(self.source)
+            where = f" (get_inputs writes {', '.join(map(str, literals))})" if literals else ""
+            return {"status": "unscalable", "overrides": None, "reason": f"{why}; {guess}{where}", "alpha": 1.0,
+                    "frozen": []}
         cpu_ms, wall_ms = measure(self.source, self.filename, {})
         self.points.append((1.0, cpu_ms, wall_ms, {}))
         out = self._verdict()
