@@ -41,9 +41,9 @@ RUN_CAP_MS = 400.0
 """Never time a configuration whose calibrated estimate exceeds this (nor one whose first call does)."""
 START_ALPHA = 0.3
 MIN_SIZE = 8
-META_BUDGET_S = 20.0
-MAX_PAIR_KNOBS = 10
-"""Pairs of constants are tried for freezing only up to this many scalable constants (45 meta runs)."""
+META_BUDGET_S = 10.0
+MAX_PAIR_KNOBS = 6
+"""Pairs of constants are tried for freezing only up to this many scalable constants (15 meta runs)."""
 """Sizes other than a batch stay at least this large unless that is still too slow (size_plan.knob_values)."""
 NO_META_MAX_ALPHA = 0.8
 """Without a meta estimate the search never comes near the GPU size (alpha 1): it climbs from small runs."""

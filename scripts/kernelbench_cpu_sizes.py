@@ -95,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         new = derive(chunk, config, recorded=records if args.recheck else None)
         for key, r in list(new.items()):  # a re-derivation that does worse (a timeout on a busy machine) keeps the old
             old = records.get(key)
-            if not args.recheck and old is not None and old.in_range and not r.in_range and \
-                    old.source_sha256 == r.source_sha256:
+            if not args.recheck and old is not None and not r.in_range and old.source_sha256 == r.source_sha256 \
+                    and old.overrides is not None and (old.in_range or r.overrides is None or old.cpu_ms < r.cpu_ms):
                 print(f"{key}: the new derivation is out of range ({r.status}: {r.reason}); keeping the recorded size")
                 del new[key]
         records = cpu_size_records.update_records(new, records_file)
