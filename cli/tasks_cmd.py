@@ -88,9 +88,11 @@ def _list(args: argparse.Namespace) -> int:
     Console().print(table)
     if args.size == "cpu":
         have = sum(r["cpu_size"]["has_size"] for r in records)
-        print(f"{have}/{len(records)} tasks have a CPU size"
-              + ("" if have == len(records) or not args.source.startswith("kernelbench:") else
-                 f"; derive the others: python3 scripts/kernelbench_cpu_sizes.py {args.source.split(':', 1)[1]}"))
+        in_range = sum(r["cpu_size"]["in_range"] is True for r in records)
+        missing = sum(r["cpu_size"]["text"].startswith(("no: not derived", "no: the problem changed")) for r in records)
+        print(f"{have}/{len(records)} tasks have a CPU size ({in_range} recorded in 1-20 ms on one thread)"
+              + (f"; {missing} not derived or stale: python3 scripts/kernelbench_cpu_sizes.py "
+                 f"{args.source.split(':', 1)[1]}" if missing and args.source.startswith("kernelbench:") else ""))
     return 0
 
 

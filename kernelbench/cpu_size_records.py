@@ -185,6 +185,8 @@ def cpu_size_of(task: Task) -> dict[str, Any]:
         own = False
     if own:
         return {"has_size": True, "in_range": None, "text": "its own CPU_SIZE"}
+    if task.needs_weights:
+        return {"has_size": False, "in_range": None, "text": "no: a level-4 problem needs Hugging Face weights"}
     key = record_key(task)
     record = load_records().get(key) if key else None
     if record is None:
