@@ -319,9 +319,11 @@ class Search:
 
     def _verdict(self) -> dict[str, Any]:
         if not self.points:
-            return {"status": "unscalable", "overrides": None, "reason": "the reference fails at every scaled size: "
-                    + (self.errors[-1] if self.errors else "nothing could be timed"), "alpha": 0.0,
-                    "frozen": sorted(self.frozen)}
+            load = [e for e in self.errors if "executing the problem failed" in e]
+            why = (f"the problem does not run here: {load[-1].split('executing the problem failed: ', 1)[-1]}" if load
+                   else "the reference fails at every scaled size: " + (self.errors[-1] if self.errors else
+                                                                         "nothing could be timed"))
+            return {"status": "unscalable", "overrides": None, "reason": why, "alpha": 0.0, "frozen": sorted(self.frozen)}
         alpha, cpu_ms, wall_ms, overrides = min(self.points, key=lambda p: abs(math.log(max(p[1], 1e-3) / TARGET_MS)))
         lo, hi = cpu_size_records.RANGE_MS
         kept = sorted(self.frozen)
