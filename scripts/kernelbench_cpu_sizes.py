@@ -52,6 +52,11 @@ def summary(tasks: list, records: dict[str, CpuSizeRecord], slowest: int) -> int
     print("by status: " + ", ".join(f"{k} {v}" for k, v in sorted(by_status.items())))
     timed = sorted((r for _, r in current if r.overrides is not None), key=lambda r: -r.cpu_ms)
     print("slowest: " + ", ".join(f"{r.task_id} {r.cpu_ms:.1f} ms" for r in timed[:slowest]))
+    print("slowest in range: " + ", ".join(f"{r.task_id} {r.cpu_ms:.1f} ms" for r in [r for r in timed if r.in_range][:slowest]))
+    levels = sorted({t.level for t in tasks})
+    print("in range by level: " + ", ".join(
+        f"L{lvl} {sum(r.in_range for t, r in current if t.level == lvl)}/{sum(t.level == lvl for t in tasks)}"
+        for lvl in levels))
     fast = sorted((r for _, r in current if r.overrides is not None), key=lambda r: r.cpu_ms)
     print("fastest: " + ", ".join(f"{r.task_id} {r.cpu_ms:.2f} ms" for r in fast[:3]))
     for _, r in current:
