@@ -1,7 +1,7 @@
 """`kernel-agent tasks list|show`: what tasks an origin holds, their splits, and one task's source and inputs.
 
     kernel-agent tasks list [--source builtin|kernelbench:PATH|hf:NAME] [--split train|heldout|extra|all]
-                            [--level N] [--json]
+                            [--level N] [--json] [--size cpu]
     kernel-agent tasks show ID [--size cpu|gpu] [--source ...]
 
 `list` never executes a problem (files are read with `ast`; a malformed one is listed with its issue).
@@ -33,6 +33,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     lst.add_argument("--split", default="all", choices=CHOICES, help="which split to list (default all)")
     lst.add_argument("--level", type=int, choices=(1, 2, 3, 4), help="only this level")
     lst.add_argument("--json", action="store_true", help="print a JSON array instead of a table")
+    lst.add_argument("--size", choices=("cpu",), default=None,
+                     help="cpu: add whether each task has a CPU size (its own CPU_SIZE or a recorded one) and why not")
 
     show = actions.add_parser("show", help="print one task's source and input shapes")
     show.add_argument("id", help="task id, e.g. L1/03_gelu, kb:L1/19_ReLU, hf:L2/12_Gemm_Multiply_LeakyReLU")
@@ -57,6 +59,11 @@ def _list(args: argparse.Namespace) -> int:
                "--repo-type dataset NAME`)" if "Offline" in str(e) else ""
         raise UsageError(f"{e}{hint}") from None
     records = [task_record(t) for t in tasks]
+    if args.size == "cpu":
+        from kernelbench.cpu_size_records import cpu_size_of
+
+        for r, t in zip(records, tasks):
+            r["cpu_size"] = cpu_size_of(t)
     records = [r for r in records if (args.split == "all" or r["split"] == args.split)
                and (args.level is None or r["level"] == args.level)]
     if args.json:
@@ -66,13 +73,26 @@ def _list(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title=f"{args.source}: {len(records)} tasks (split {args.split})")
-    for column in ("id", "level", "split", "policy", "weights"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("issue", overflow="fold", min_width=5)
-    for r in records:
-        table.add_row(r["id"], str(r["level"]), r["split"], r["op_policy"],
-                      "needs" if r["needs_weights"] else "", r["issue"])
+    if args.size == "cpu":  # the sizes need the width: id and size only
+        table.add_column("id", no_wrap=True)
+        table.add_column("cpu size (reference, one thread)", overflow="fold", min_width=20)
+        for r in records:
+            table.add_row(r["id"], r["cpu_size"]["text"])
+    else:
+        for column in ("id", "level", "split", "policy", "weights"):
+            table.add_column(column, no_wrap=True)
+        table.add_column("issue", overflow="fold", min_width=5)
+        for r in records:
+            table.add_row(r["id"], str(r["level"]), r["split"], r["op_policy"],
+                          "needs" if r["needs_weights"] else "", r["issue"])
     Console().print(table)
+    if args.size == "cpu":
+        have = sum(r["cpu_size"]["has_size"] for r in records)
+        in_range = sum(r["cpu_size"]["in_range"] is True for r in records)
+        missing = sum(r["cpu_size"]["text"].startswith(("no: not derived", "no: the problem changed")) for r in records)
+        print(f"{have}/{len(records)} tasks have a CPU size ({in_range} recorded in 1-20 ms on one thread)"
+              + (f"; {missing} not derived or stale: python3 scripts/kernelbench_cpu_sizes.py "
+                 f"{args.source.split(':', 1)[1]}" if missing and args.source.startswith("kernelbench:") else ""))
     return 0
 
 

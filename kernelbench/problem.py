@@ -3,7 +3,8 @@
 Listing tasks never comes here; only evaluation (and `tasks show`) does. Problem files are KernelBench's
 format. The built-in suite adds one optional name, `CPU_SIZE`, a dict of module-level size constants to
 override for the `cpu` size: `get_inputs()` reads those globals when called, so the file stays a valid
-KernelBench problem at its `gpu` size.
+KernelBench problem at its `gpu` size. KernelBench's own problems get the same kind of dict from
+`kernelbench/kernelbench_cpu_sizes.json` (kernelbench/cpu_size_records.py) when they define none.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from kernelbench import cpu_size_records
 from kernelbench.task import Task, TaskFormatError
 
 SIZES = ("cpu", "gpu")
@@ -62,12 +64,14 @@ def load_problem(task: Task, size: str = "cpu") -> Problem:
         if not callable(getattr(module, n)):
             raise TaskFormatError(f"{filename}: {n} is not a function")
     if size == "cpu":
-        overrides = getattr(module, "CPU_SIZE", None) or {}
+        overrides = getattr(module, "CPU_SIZE", None)
+        if overrides is None:  # KernelBench's own problems: the size derived for them, when one was recorded
+            overrides = cpu_size_records.recorded_overrides(task)
         if not isinstance(overrides, dict):
             raise TaskFormatError(f"{filename}: CPU_SIZE must be a dict of module constants")
         unknown = [k for k in overrides if not hasattr(module, k)]
         if unknown:
             raise TaskFormatError(f"{filename}: CPU_SIZE overrides names the module does not define: {', '.join(unknown)}")
-        module.__dict__.update(overrides)
+        cpu_size_records.apply_overrides(module, overrides)
     return Problem(task=task, size=size, module=module, Model=module.Model,
                    get_inputs=module.get_inputs, get_init_inputs=module.get_init_inputs)
