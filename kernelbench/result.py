@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelbench.profiling import Profile
+
 # Statuses, in the order an evaluation can fail (DESIGN.md, "The harness: rules").
 FORMAT_ERROR = "format_error"   # no usable `ModelNew` in the response / file (syntax error, missing class)
 REJECTED = "rejected"           # a policy check fired (static or dynamic); score 0
@@ -115,11 +117,15 @@ class EvalResult:
     """Times the evaluation was restarted after a harness fault: the worker running it was lost (an actor or
     node of the Ray executor died) or it came back `harness_error` (retried once). Records written before
     this field load with 0."""
+    profile: Profile = field(default_factory=Profile)
+    """The candidate's and the reference's top kernels in one extra untimed call after a correct, timed run
+    (`kernelbench.profiling`): advisory feedback, never scored. Records written before this field load empty."""
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["flags"] = list(self.flags)
         d["conditions"]["input_seeds"] = list(self.conditions.input_seeds)
+        d["profile"] = self.profile.to_dict()
         return d
 
     def to_json(self) -> str:
@@ -133,5 +139,6 @@ class EvalResult:
         known_c = {f.name for f in dataclasses.fields(Conditions)}
         known_r = {f.name for f in dataclasses.fields(cls)}
         d["flags"] = tuple(d.get("flags", ()))
+        d["profile"] = Profile.from_dict(d.get("profile"))
         return cls(conditions=Conditions(**{k: v for k, v in cond.items() if k in known_c}),
                    **{k: v for k, v in d.items() if k in known_r and k != "conditions"})
