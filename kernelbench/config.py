@@ -85,3 +85,5 @@ class EvalConfig:
     for the feedback (`kernelbench.profiling`; advisory, never scored, after the verdict): `torch`
     (torch.profiler), `ncu` (that, plus Nsight Compute's per-kernel DRAM / SM throughput and occupancy on CUDA,
     from a second, untimed run child under ncu), or `off`."""
+    profile_timeout_s: float = 30.0
+    """Limit of the profiled call (after the report, so reaching it loses only the profile, never the verdict)."""

@@ -136,7 +136,8 @@ def _job(config: EvalConfig, mode: str, seeds: Seeds, nonce: str, **extra: Any) 
             "timing_input_sets": max(1, min(config.timing_input_sets, len(seeds.input_seeds))),
             "timing_budget_s": config.run_timeout_s / 4, "min_trials": config.min_timing_trials,
             "timing_checks": _timing_checks(config, seeds) if config.timing_trials > 0 else [],
-            "profile": "torch" if config.profile in ("torch", "ncu") else "", **extra}
+            "profile": "torch" if config.profile in ("torch", "ncu") else "",
+            "profile_timeout_s": config.profile_timeout_s, **extra}
 
 
 def _timing_checks(config: EvalConfig, seeds: Seeds) -> list[list[int]]:

@@ -474,15 +474,17 @@ def run_candidate(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
         # after the final report (main calls it): the verdict is in the parent's pipe before the profiled call
         first = data["timing_sets"][0] if data.get("timing_sets") else data["sets"][0]
         kernels = kernel_calls.compiled_functions()
+        limit_s = float(job.get("profile_timeout_s", PROFILE_TIMEOUT_S))
         job[AFTER_REPORT] = lambda: _profile_after_report(kind, model, to_device(clone_args(first), device), device,
-                                                          reporter, kernels)
+                                                          reporter, kernels, limit_s)
     return result
 
 
 AFTER_REPORT = "_after_report"
 """Job key under which the run child leaves the step main() runs after sending the report (the profiled call)."""
-PROFILE_TIMEOUT_S = 30
-"""The profiled call's own limit: SIGALRM at its default action ends the child, the report already sent."""
+PROFILE_TIMEOUT_S = 30.0
+"""The profiled call's default limit (`EvalConfig.profile_timeout_s`): SIGALRM at its default action ends the
+child, its report already sent."""
 _setitimer, _signal_handler, _SIGALRM = signal.setitimer, signal.signal, signal.SIGALRM
 
 
@@ -502,12 +504,13 @@ def _profile_report(model: Any, args: list[Any], device: str, kernels: Any) -> d
         return {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
 
 
-def _profile_after_report(kind: str, model: Any, args: list[Any], device: str, reporter: Any, kernels: Any) -> None:
+def _profile_after_report(kind: str, model: Any, args: list[Any], device: str, reporter: Any, kernels: Any,
+                          limit_s: float) -> None:
     """The run child's last step, after its report: the profiled call and its table as the trailer frame."""
     from kernelbench import profiling, report
 
     _signal_handler(_SIGALRM, signal.SIG_DFL)
-    _setitimer(signal.ITIMER_REAL, PROFILE_TIMEOUT_S)
+    _setitimer(signal.ITIMER_REAL, max(limit_s, 0.1))
     if kind == "ncu":
         try:
             payload = profiling.ncu_call(model, args)
