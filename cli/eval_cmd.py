@@ -31,6 +31,11 @@ def add_parser(subparsers) -> None:
                    help="only compile the candidate's CUDA sources with nvcc, without executing it (no GPU needed)")
     p.add_argument("--op-policy", choices=("strict", "partial"), default=None)
     p.add_argument("--cache-dir", default="", help="build cache folder (default ~/.cache/kernel-agent/builds)")
+    add_profile_option(p)
+
+
+def add_profile_option(p: argparse.ArgumentParser) -> None:
+    """`--profile` (eval, bench, optimize): `EvalConfig.profile`."""
     p.add_argument("--profile", choices=("torch", "ncu", "off"), default="torch",
                    help="profile one untimed call after a correct run, for the feedback (ncu: + Nsight Compute on CUDA)")
 
