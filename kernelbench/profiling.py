@@ -47,9 +47,9 @@ def sanitise_name(name: Any) -> str:
     s = str(name).strip()
     if s.startswith("void "):
         s = s[5:]
-    paren = s.find("(")
-    if paren > 0:
-        s = s[:paren]
+    call = re.search(r"[\w>]\(", s)  # a signature's argument list (not "Memset (Device)")
+    if call:
+        s = s[:call.start() + 1]
     s = _NOT_NAME.sub("_", s).strip("_")
     if len(s) > MAX_NAME:
         s = s[:MAX_NAME - 3] + "..."
@@ -247,8 +247,8 @@ def table_report(events: Any, cuda: bool) -> dict[str, Any]:
     totals: dict[str, list[float]] = {}
     launches = 0
     for e in events:
-        if cuda:
-            if e.device_type == DeviceType.CPU:
+        if cuda:  # device events only; a range's copy on the GPU timeline (gpu_user_annotation) is not a kernel
+            if e.device_type == DeviceType.CPU or getattr(e, "is_user_annotation", False) or e.name == MARK:
                 continue
             self_us = float(e.time_range.elapsed_us())
             launches += 1

@@ -72,6 +72,28 @@ def test_profile_round_trips_and_old_records_load():
     assert "reference: 1 launch" in r.profile.summary() and "DRAM 86 % of peak" in r.profile.summary()
 
 
+def test_cuda_rows_are_the_kernels_by_device_time():
+    """The CUDA branch of the table, from the events Kineto gives on a GPU (built here: no GPU on this machine)."""
+    from torch.autograd import DeviceType
+    from torch.autograd.profiler_util import FunctionEvent
+
+    def event(i, name, start, end, device=DeviceType.CPU, **kw):
+        return FunctionEvent(i, name, 1, start, end, device_type=device, **kw)
+
+    mark = event(0, profiling.MARK, 0, 1000)
+    launch = event(1, "cudaLaunchKernel", 10, 20)
+    launch.set_cpu_parent(mark)
+    mark.append_cpu_child(launch)
+    events = [mark, launch, event(2, profiling.MARK, 0, 990, DeviceType.CUDA, is_user_annotation=True),
+              event(3, "void relu_k(float const*, float*, int)", 100, 810, DeviceType.CUDA),
+              event(4, "Memset (Device)", 810, 820, DeviceType.CUDA),
+              event(5, "void relu_k(float const*, float*, int)", 820, 830, DeviceType.CUDA)]
+    table = profiling.table_from_report(profiling.table_report(events, cuda=True))
+    assert table.launches == 3 and table.call_us == 1000.0
+    assert table.rows == (ProfileRow("relu_k", 720.0, 0.72, 2), ProfileRow("Memset_Device", 10.0, 0.01, 1))
+    assert "your kernel: 3 launches, 72 % in `relu_k` (x2)" in Profile(candidate=table, tool="t").summary()
+
+
 # ---- the frame after the report ----
 
 def _frames(*frames: tuple[str, bytes]) -> bytes:
