@@ -203,8 +203,8 @@ def run_reference(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
     checks = [tuple(c) for c in job.get("timing_checks", [])]
     check_outputs: list[Any] = [None] * len(checks)
     profile = job.get("profile") == "torch" and job["timing_trials"] > 0
-    if profile:  # as in the run child, whose profiler threads must exist before it counts threads
-        _profile_warm_up(device)
+    # as in the run child, whose profiler threads must exist before it counts threads
+    profile_error = _profile_warm_up(device) if profile else ""
 
     def keep(label: str, out: Any, buffers: list[Any]) -> None:
         check_outputs[int(label.split("/")[1])] = flatten_output(out)[1]
@@ -229,7 +229,8 @@ def run_reference(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
                                 job["timing_budget_s"], _discard, checks, job.get("min_trials", timing.MIN_TRIALS))
             result["timing"] = st.to_dict()
         if profile and timed:  # after the timing: one untimed call, the same way as the candidate's (kernelbench.profiling)
-            result["profile"] = _profile_report(model, clone_args(timed[0]), device, ())
+            result["profile"] = {"ok": False, "error": profile_error} if profile_error else \
+                _profile_report(model, clone_args(timed[0]), device, ())
         if job.get("time_compile"):
             compiled = torch.compile(model)
             st = timing.measure(compiled, timed, device, job["warmup_trials"], job["timing_trials"],
@@ -379,8 +380,7 @@ def run_candidate(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
     device = job["device"]
     torch.set_num_threads(job["threads"])
     _warm_up(device)
-    if job.get("profile") == "torch":
-        _profile_warm_up(device)
+    profile_error = _profile_warm_up(device) if job.get("profile") == "torch" else ""
     builds.start_libomp_pool(job.get("pch_dir", ""))  # a clang -fopenmp build's pool is not the candidate's
     threads_before, os_before = threading.active_count(), os_threads()
     inputs_path = os.path.join(scratch, "inputs.pt")
@@ -476,7 +476,7 @@ def run_candidate(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
         kernels = kernel_calls.compiled_functions()
         limit_s = float(job.get("profile_timeout_s", PROFILE_TIMEOUT_S))
         job[AFTER_REPORT] = lambda: _profile_after_report(kind, model, to_device(clone_args(first), device), device,
-                                                          reporter, kernels, limit_s)
+                                                          reporter, kernels, limit_s, profile_error)
     return result
 
 
@@ -488,10 +488,16 @@ child, its report already sent."""
 _setitimer, _signal_handler, _SIGALRM = signal.setitimer, signal.signal, signal.SIGALRM
 
 
-def _profile_warm_up(device: str) -> None:
-    from kernelbench import profiling
+def _profile_warm_up(device: str) -> str:
+    """Start the profiler once before timing (`profiling.warm_up`); what went wrong, or "": a profiler that cannot
+    start is the harness's problem and costs only the profile, never the evaluation."""
+    try:
+        from kernelbench import profiling
 
-    profiling.warm_up(device)
+        profiling.warm_up(device)
+    except Exception as e:
+        return f"the profiler could not start: {type(e).__name__}: {e}"[:300]
+    return ""
 
 
 def _profile_report(model: Any, args: list[Any], device: str, kernels: Any) -> dict[str, Any]:
@@ -505,13 +511,15 @@ def _profile_report(model: Any, args: list[Any], device: str, kernels: Any) -> d
 
 
 def _profile_after_report(kind: str, model: Any, args: list[Any], device: str, reporter: Any, kernels: Any,
-                          limit_s: float) -> None:
+                          limit_s: float, error: str = "") -> None:
     """The run child's last step, after its report: the profiled call and its table as the trailer frame."""
     from kernelbench import profiling, report
 
     _signal_handler(_SIGALRM, signal.SIG_DFL)
     _setitimer(signal.ITIMER_REAL, max(limit_s, 0.1))
-    if kind == "ncu":
+    if error:
+        payload = {"ok": False, "error": error}
+    elif kind == "ncu":
         try:
             payload = profiling.ncu_call(model, args)
         except BaseException as e:
