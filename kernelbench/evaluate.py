@@ -431,8 +431,8 @@ def _profile_of(frames: report.Frames, out: sandbox.ChildOutcome, job: dict[str,
     if not job.get("profile") or job["timing_trials"] <= 0:
         return profiling.ProfileTable(), ""
     if frames.trailer is None:
-        why = frames.trailer_problem or ("the profiled call did not finish within its limit" if out.timed_out or
-                                         out.signal == 14 else "the run process ended before sending its profile")
+        why = "the profiled call did not finish within its limit" if out.timed_out or out.signal == 14 \
+            else "the run process ended before sending its profile"
         return profiling.ProfileTable(), f"candidate: {why}"
     try:
         return profiling.table_from_report(json.loads(frames.trailer)), ""

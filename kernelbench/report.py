@@ -34,7 +34,7 @@ HEADER = struct.Struct(">4sIHQ")
 RESULT_LABEL = "result"
 PROFILE_LABEL = "profile"
 """The one frame a run child may send after its final report: the profile of an untimed call
-(`kernelbench.profiling`). It cannot change the verdict, so a problem with it voids only the profile."""
+(`kernelbench.profiling`)."""
 LABEL_PATTERN = re.compile(r"^(forward|check|verify)/\d{1,6}$|^result$")
 """The labels a run child may send: one frame per correctness call, check call and verification call, one report."""
 MAX_LABEL = 32
@@ -86,9 +86,6 @@ class Frames:
     """The pipe ended inside a frame (the child died mid-write, or the cap was reached)."""
     trailer: bytes | None = None
     """The payload of the one frame allowed after the report (`parse(trailer=...)`), None when none came."""
-    trailer_problem: str = ""
-    """What was wrong after the report when a trailer was allowed (a bad, repeated or extra frame): it voids
-    the trailer only, never the report before it."""
 
     def result(self) -> dict[str, Any]:
         """The final report, or {} when there is none or it is malformed."""
@@ -143,22 +140,26 @@ def parse(data: bytes, trailer: str = "") -> Frames:
 
 
 def _parse_trailer(frames: Frames, data: bytes, seq: int, label: str) -> None:
-    """The frame after the report: exactly one, numbered `seq`, labelled `label`, and nothing after it. Candidate
-    code runs while it is made (the profiled call), so anything wrong here is that code's doing or a failed
-    profiler; either way only the trailer is lost."""
-    if len(data) < HEADER.size:
-        frames.trailer_problem = "the frame after the report was cut short"
-        return
-    magic, n, label_len, size = HEADER.unpack_from(data, 0)
-    start = HEADER.size
-    if magic != MAGIC or n != seq or label_len > MAX_LABEL or data[start:start + label_len] != label.encode():
-        frames.trailer_problem = "an unexpected frame followed the report"
-    elif len(data) - start < label_len + size:
-        frames.trailer_problem = "the frame after the report was cut short"
-    elif len(data) > start + label_len + size:
-        frames.trailer_problem = "bytes followed the frame after the report"
-    else:
+    """After the report: exactly one whole frame, numbered `seq`, labelled `label`, and nothing after it; anything
+    else voids the report as bytes after it always did. Why not only the trailer: the candidate shares the
+    process and can find the job's nonce in memory, so "a report, then anything" would let it forge a whole
+    report at import and have the harness's real frames pass as what follows it (with a cut-short frame or an
+    overflow of the pipe's cap hiding them). The harness's own frame is small and written in one call."""
+    ok = len(data) >= HEADER.size
+    if ok:
+        magic, n, label_len, size = HEADER.unpack_from(data, 0)
+        start = HEADER.size
+        ok = magic == MAGIC and n == seq and label_len == len(label) and \
+            data[start:start + label_len] == label.encode() and len(data) == start + label_len + size
+    if ok:  # and a JSON object, as the harness writes it: a forged frame long enough to swallow the harness's
+        try:  # own frames (torch.save bytes) would not be one
+            ok = isinstance(json.loads(data[start + label_len:]), dict)
+        except ValueError:
+            ok = False
+    if ok:
         frames.trailer = data[start + label_len:]
+    else:
+        frames.problem = "bytes after the final report other than one profile frame"
 
 
 class Collector:
@@ -218,9 +219,7 @@ class Collector:
         os.close(self.read_fd)
         self.read_fd = -1
         frames = parse(b"".join(self._chunks), trailer)
-        if self.overflow and trailer and RESULT_LABEL in frames.payloads:  # the excess came after the report
-            frames.trailer, frames.trailer_problem = None, f"the report exceeded {self.max_bytes >> 20} MiB after its end"
-        elif self.overflow and not frames.problem:
+        if self.overflow and not frames.problem:
             frames.problem = f"the report exceeded {self.max_bytes >> 20} MiB"
         return frames
 

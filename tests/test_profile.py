@@ -103,16 +103,18 @@ def _frames(*frames: tuple[str, bytes]) -> bytes:
     return out
 
 
-def test_a_frame_after_the_report_voids_only_itself():
+def test_one_profile_frame_may_follow_the_report_and_nothing_else():
     ok = _frames(("forward/0", b"x"), ("result", b"{}"), ("profile", b'{"ok": true}'))
     f = report.parse(ok, trailer="profile")
-    assert not f.problem and f.trailer == b'{"ok": true}' and not f.trailer_problem
+    assert not f.problem and f.trailer == b'{"ok": true}' and f.result() == {}
     assert report.parse(ok).problem == "bytes after the final report"  # no trailer asked for: as before
-    for tail in [("profile", b"1"), ("profile", b"2")], [("forward/1", b"x")]:
-        f = report.parse(_frames(("result", b"{}"), *tail), trailer="profile")
-        assert not f.problem and f.trailer is None and f.trailer_problem and "result" in f.payloads
-    f = report.parse(_frames(("result", b"{}"), ("profile", b"abcdef"))[:-3], trailer="profile")
-    assert not f.problem and f.trailer is None and "cut short" in f.trailer_problem
+    assert report.parse(ok[:-3], trailer="profile").problem  # cut short: a forged frame could hide what follows
+    # a report forged at import, the harness's own frames after it: void, as before
+    forged = _frames(("result", b"{}"), ("forward/0", b"x"))
+    swallowed = _frames(("result", b"{}"), ("profile", b"\x80\x02torch.save bytes of the harness's frames"))
+    for data in (forged, swallowed, _frames(("result", b"{}"), ("profile", b"{}"), ("profile", b"{}"))):
+        f = report.parse(data, trailer="profile")
+        assert "after the final report" in f.problem and f.trailer is None
 
 
 # ---- Nsight Compute ----
