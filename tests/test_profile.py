@@ -186,8 +186,11 @@ def test_correct_cpp_candidate_carries_both_tables_in_result_and_feedback(cfg):
     assert r.status == "correct" and r.runtime_ms > 0 and r.profile.tool == "torch.profiler", r.feedback
     assert not r.profile.unavailable, r.profile.unavailable
     cand, ref = r.profile.candidate, r.profile.reference
-    assert cand.rows[0].name == "relu_fwd" and cand.rows[0].launches == 1 and cand.launches == 1
-    assert 0 < cand.rows[0].share <= 1 and cand.call_us >= cand.rows[0].self_time_us > 0
+    # the kernel is one top-level call; the allocation inside it is its own row (on a 64x1024 ReLU and a loaded
+    # machine either may take longer, so no order is asserted)
+    kernel = next(row for row in cand.rows if row.name == "relu_fwd")
+    assert kernel.launches == 1 and cand.launches == 1 and "aten::empty_like" in {row.name for row in cand.rows}
+    assert 0 < kernel.share <= 1 and cand.call_us >= kernel.self_time_us > 0
     assert {"aten::relu", "aten::clamp_min"} <= {row.name for row in ref.rows} and ref.launches == 1
     assert "your kernel: 1 launch" in r.feedback and "% in `relu_fwd`" in r.feedback and "reference: 1 launch" in r.feedback
     assert EvalResult.from_dict(json.loads(r.to_json())) == r
