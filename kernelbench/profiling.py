@@ -160,7 +160,7 @@ class Profile:
 def _table_text(table: ProfileTable) -> str:
     parts = [f"{table.launches} launch" + ("es" if table.launches != 1 else "")]
     parts += [f"{r.share * 100:.0f} % in `{r.name}`" + (f" (x{r.launches})" if r.launches > 1 else "")
-              for r in table.rows[:FEEDBACK_ROWS]]
+              for r in table.rows[:FEEDBACK_ROWS] if r.share >= 0.005]  # rows that round to 0 % say nothing
     return ", ".join(parts)
 
 
