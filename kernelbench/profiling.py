@@ -148,7 +148,7 @@ class Profile:
         lines = [head]
         for who, table in (("your kernel", self.candidate), ("reference", self.reference)):
             if table.rows or table.launches:
-                lines.append(f"  {who}: {_table_text(table)}")
+                lines.append(f"  {who}: {table_text(table)}")
             for r in table.ncu_rows[:FEEDBACK_ROWS]:
                 lines.append(f"    ncu `{r.name}`: DRAM {r.dram_throughput_pct:.0f} % of peak, SM {r.sm_throughput_pct:.0f} %"
                              f", occupancy {r.achieved_occupancy_pct:.0f} %")
@@ -157,7 +157,8 @@ class Profile:
         return "\n".join(lines)
 
 
-def _table_text(table: ProfileTable) -> str:
+def table_text(table: ProfileTable) -> str:
+    """One side of the feedback: launches, then the share of the top rows (those that round to at least 1 %)."""
     parts = [f"{table.launches} launch" + ("es" if table.launches != 1 else "")]
     parts += [f"{r.share * 100:.0f} % in `{r.name}`" + (f" (x{r.launches})" if r.launches > 1 else "")
               for r in table.rows[:FEEDBACK_ROWS] if r.share >= 0.005]  # rows that round to 0 % say nothing
@@ -195,10 +196,14 @@ def warm_up(device: str) -> None:
     """Start and stop the profiler once, early: Kineto starts its threads on first use, which must happen
     before the run child counts its threads and before it refuses new ones (`sandbox.refuse_new_tasks`).
     Both children call it, so both carry the same idle threads while timed."""
+    import torch
     from torch.autograd import profiler
 
+    # a range and an op inside it too: their first use initialises things lazily, which would otherwise land in
+    # the profiled call (a reference's 80 µs ReLU once read 0.56 s)
     with profiler.profile(use_cpu=True, use_device="cuda" if device == "cuda" else None, use_kineto=True):
-        pass
+        with profiler.record_function(MARK):
+            torch.zeros(8, device=device).add_(1)
 
 
 def profile_call(model: Any, args: list[Any], device: str, kernels: Iterable[tuple[str, Any]] = ()) -> dict[str, Any]:

@@ -192,7 +192,9 @@ def test_correct_cpp_candidate_carries_both_tables_in_result_and_feedback(cfg):
     assert kernel.launches == 1 and cand.launches == 1 and "aten::empty_like" in {row.name for row in cand.rows}
     assert 0 < kernel.share <= 1 and cand.call_us >= kernel.self_time_us > 0
     assert {"aten::relu", "aten::clamp_min"} <= {row.name for row in ref.rows} and ref.launches == 1
-    assert "your kernel: 1 launch" in r.feedback and "% in `relu_fwd`" in r.feedback and "reference: 1 launch" in r.feedback
+    lines = r.feedback.splitlines()
+    assert f"  your kernel: {profiling.table_text(cand)}" in lines and f"  reference: {profiling.table_text(ref)}" in lines
+    assert "your kernel: 1 launch" in r.feedback and "reference: 1 launch" in r.feedback
     assert EvalResult.from_dict(json.loads(r.to_json())) == r
     off = evaluate(RELU, (FIXTURES / "relu_ok.py").read_text(), replace(cfg, profile="off"))
     assert (off.status, off.flags, off.score > 0) == (r.status, r.flags, True)
