@@ -86,6 +86,8 @@ class OptimizeConfig:
     """USD per million prompt tokens, for the session's cost in report.md (0 with price_out 0: tokens only)."""
     price_out: float = 0.0
     """USD per million completion tokens (reasoning included)."""
+    profile: str = "torch"
+    """`EvalConfig.profile`: profile correct kernels for the feedback (`torch`, `ncu`, `off`)."""
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,8 @@ def optimize(config: OptimizeConfig, *, policy: Policy | None = None, evaluator:
         from kernelbench.config import EvalConfig
         from kernelbench.executor import make_evaluator
 
-        evaluator = make_evaluator(EvalConfig(device=config.device, size=size, op_policy=task.op_policy),
+        evaluator = make_evaluator(EvalConfig(device=config.device, size=size, op_policy=task.op_policy,
+                                              profile=config.profile),
                                    executor=config.executor, ray_address=config.ray_address,
                                    compile_workers=config.compile_workers, run_workers=config.run_workers,
                                    max_in_flight=config.max_in_flight)

@@ -59,6 +59,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     add_cost_options(p)
     p.add_argument("--report-to", default="", choices=("", "wandb", "trackio"),
                    help="also send the metrics to this tracker (optional extra: pip install -e '.[wandb]')")
+    from cli.eval_cmd import add_profile_option
+
+    add_profile_option(p)
 
 
 def add_cost_options(p: argparse.ArgumentParser) -> None:
@@ -96,7 +99,8 @@ def config_from(args: argparse.Namespace, **changes):
                       build_cache_dir=args.build_cache, executor=args.executor, ray_address=args.ray_address,
                       max_in_flight=args.max_in_flight, compile_baseline=not args.no_compile_baseline,
                       refresh_baselines=args.refresh_baselines, baseline_cache=args.baseline_cache,
-                      price_in=args.price_in, price_out=args.price_out, report_to=args.report_to)
+                      price_in=args.price_in, price_out=args.price_out, report_to=args.report_to,
+                      profile=args.profile)
     if cfg.price_in < 0 or cfg.price_out < 0:
         raise UsageError("--price-in and --price-out must be at least 0")
     if cfg.trajectories < 1 or cfg.turns < 1:

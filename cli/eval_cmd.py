@@ -31,6 +31,13 @@ def add_parser(subparsers) -> None:
                    help="only compile the candidate's CUDA sources with nvcc, without executing it (no GPU needed)")
     p.add_argument("--op-policy", choices=("strict", "partial"), default=None)
     p.add_argument("--cache-dir", default="", help="build cache folder (default ~/.cache/kernel-agent/builds)")
+    add_profile_option(p)
+
+
+def add_profile_option(p: argparse.ArgumentParser) -> None:
+    """`--profile` (eval, bench, optimize): `EvalConfig.profile`."""
+    p.add_argument("--profile", choices=("torch", "ncu", "off"), default="torch",
+                   help="profile one untimed call after a correct run, for the feedback (ncu: + Nsight Compute on CUDA)")
 
 
 def resolve_task(spec: str):
@@ -128,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     from kernelbench.task import TaskFormatError
 
     config = EvalConfig(device=args.device, size=args.size or args.device.replace("cuda", "gpu"),
-                        op_policy=args.op_policy or "", build_cache_dir=args.cache_dir)
+                        op_policy=args.op_policy or "", build_cache_dir=args.cache_dir, profile=args.profile)
     if args.trials is not None:
         config = replace(config, timing_trials=args.trials)
     if args.device == "cuda":

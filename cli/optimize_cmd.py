@@ -50,6 +50,9 @@ def add_parser(sub) -> None:
     from cli.bench_cmd import add_cost_options
 
     add_cost_options(p)
+    from cli.eval_cmd import add_profile_option
+
+    add_profile_option(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
                             max_tokens=args.max_tokens, seed=args.seed, op_policy=args.op_policy,
                             hardware=args.hardware, compile_workers=args.compile_workers,
                             run_workers=args.run_workers, executor=args.executor, ray_address=args.ray_address,
-                            max_in_flight=args.max_in_flight, price_in=args.price_in, price_out=args.price_out)
+                            max_in_flight=args.max_in_flight, price_in=args.price_in, price_out=args.price_out,
+                            profile=args.profile)
     try:
         outcome = optimize(config)
     except ProblemFileError as e:

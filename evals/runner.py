@@ -102,13 +102,15 @@ class BenchConfig:
     """USD per million completion tokens (reasoning included)."""
     report_to: str = ""
     """Also send metrics.json's scalars to `wandb` or `trackio` (empty: only the files)."""
+    profile: str = "torch"
+    """`EvalConfig.profile`: profile correct kernels for the feedback (`torch`, `ncu`, `off`)."""
 
     def resolved_size(self) -> str:
         return self.size or ("gpu" if self.device == "cuda" else "cpu")
 
     def eval_config(self) -> EvalConfig:
         return EvalConfig(device=self.device, size=self.resolved_size(), op_policy=self.op_policy,
-                          timing_trials=self.timing_trials, build_cache_dir=self.build_cache_dir)
+                          timing_trials=self.timing_trials, build_cache_dir=self.build_cache_dir, profile=self.profile)
 
 
 def parse_task_spec(spec: str) -> tuple[str, str, int]:

@@ -80,3 +80,10 @@ class EvalConfig:
     harness_error_limit: int = 3
     """An `Evaluator` stops (raises `HarnessBroken`, naming the cause) after this many `harness_error` results
     in a row, each already retried once: a broken judge must stop a job, not feed it verdicts."""
+    profile: str = "torch"
+    """After a correct, timed evaluation, profile one extra untimed call of the candidate and of the reference
+    for the feedback (`kernelbench.profiling`; advisory, never scored, after the verdict): `torch`
+    (torch.profiler), `ncu` (that, plus Nsight Compute's per-kernel DRAM / SM throughput and occupancy on CUDA,
+    from a second, untimed run child under ncu), or `off`."""
+    profile_timeout_s: float = 30.0
+    """Limit of the profiled call (after the report, so reaching it loses only the profile, never the verdict)."""

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kernelbench import (builds, feedback, nvrtc, op_policy, paired, report, sandbox, static_checks, symbols, telemetry,
-                         timing, triton_kernels, worker)
+from kernelbench import (builds, feedback, ncu, nvrtc, op_policy, paired, profiling, report, sandbox, static_checks,
+                         symbols, telemetry, timing, triton_kernels, worker)
 from kernelbench import roofline
 from kernelbench.compare import Comparison, compare_outputs, inputs_unchanged
 from kernelbench.config import EvalConfig
@@ -138,7 +138,9 @@ def _job(config: EvalConfig, mode: str, seeds: Seeds, nonce: str, **extra: Any) 
             "warmup_trials": config.warmup_trials, "timing_trials": config.timing_trials,
             "timing_input_sets": max(1, min(config.timing_input_sets, len(seeds.input_seeds))),
             "timing_budget_s": config.run_timeout_s / 4, "min_trials": config.min_timing_trials,
-            "timing_checks": _timing_checks(config, seeds) if config.timing_trials > 0 else [], **extra}
+            "timing_checks": _timing_checks(config, seeds) if config.timing_trials > 0 else [],
+            "profile": "torch" if config.profile in ("torch", "ncu") else "",
+            "profile_timeout_s": config.profile_timeout_s, **extra}
 
 
 def _timing_checks(config: EvalConfig, seeds: Seeds) -> list[list[int]]:
@@ -206,6 +208,8 @@ class Reference:
     """Outputs of the timing base sets (what the verification round must return)."""
     work: dict[str, Any] = field(default_factory=dict)
     """Bytes and FLOPs of the timed configuration (`kernelbench.work.Work.to_dict`), {} when not counted."""
+    profile: dict[str, Any] = field(default_factory=dict)
+    """The reference child's profile report of one untimed call (`profiling.table_from_report`); {} when none."""
 
 
 def _reference_job(task: Task, config: EvalConfig, seeds: Seeds, **extra: Any) -> dict[str, Any]:
@@ -230,7 +234,7 @@ def _reference_from(task: Task, out: sandbox.ChildOutcome, res: dict[str, Any], 
                      outputs=saved["outputs"], check_outputs=saved.get("check_outputs", []),
                      timing_outputs=saved.get("timing_outputs", []), block_medians_ms=tuple(medians or ()),
                      blocks_ms=tuple(tuple(float(t) for t in b) for b in blocks[:rounds]) if medians else (),
-                     work=res.get("work") or {})
+                     work=res.get("work") or {}, profile=res.get("profile") or {})
 
 
 def run_reference(task: Task, config: EvalConfig, seeds: Seeds, slot: sandbox.SlotLease, scratch: str) -> Reference:
@@ -253,6 +257,10 @@ class RunVerdict:
     run_s: float = 0.0
     block_medians_ms: tuple[float, ...] = ()
     """Paired timing: the median of each candidate block, round by round with the reference's."""
+    profile: profiling.ProfileTable = profiling.ProfileTable()
+    """The candidate's profiled call (sent after the report: it never changes the fields above)."""
+    profile_note: str = ""
+    """Why `profile` is empty although profiling was asked for."""
 
 
 def _crash_detail(out: sandbox.ChildOutcome, res: dict[str, Any]) -> str:
@@ -348,7 +356,7 @@ def _compare_all(ref: Reference, cand: dict[str, Any], res: dict[str, Any], conf
 
 
 def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch: str, collector: report.Collector,
-             pipes: paired.Pipes | None = None) -> tuple[str, sandbox.ChildSpec, dict[str, Any]]:
+             pipes: paired.Pipes | None = None, profile: str = "") -> tuple[str, sandbox.ChildSpec, dict[str, Any]]:
     """Scratch folder, child spec and job of the candidate's run child (inputs copied from the reference's)."""
     config = staged.config
     scratch = sandbox.make_scratch(slot.uid, prefix="ka-run-")
@@ -359,6 +367,7 @@ def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch:
         kind = sandbox.sandbox_kind(config.require_sandbox)
         binds = builds.run_binds(staged.build.entry_dir, scratch, slot.uid, kind, staged.build.pch_dir)
         extra = {"paired": pipes.job_fields()} if pipes else {}
+        extra.update({"profile": profile} if profile else {})
         job = _job(config, "run", seeds, secrets.token_hex(16), candidate="candidate.py",
                    pch_dir=staged.build.pch_dir, triton=triton_kernels.uses_triton(staged.src),
                    **collector.job_fields(), **extra)
@@ -384,7 +393,7 @@ def _verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, frames: 
     res = frames.result()
     if res and res.get("nonce") != job["nonce"]:
         res = {}
-    if out.timed_out:
+    if out.timed_out and not (job.get("profile") and res.get("ok")):  # a complete report: the profiled call hung
         return RunVerdict(TIMEOUT, f"the run stage exceeded {config.run_timeout_s:.0f} s (hang or far too slow)", run_s=out.wall_s)
     if frames.problem:  # bytes nobody but candidate code could have written
         reason = f"the run process's report channel carried {frames.problem}"
@@ -417,8 +426,24 @@ def _verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, frames: 
         comparison = Comparison(False, f"malformed outputs from the run process ({type(e).__name__})")
     status = REJECTED if found else (CORRECT if comparison.ok else INCORRECT)
     detail = "" if comparison.ok else "\n".join((comparison.reason,) + comparison.positions)
+    table, note = _profile_of(frames, out, job)
     return RunVerdict(status, detail, comparison, res.get("timing"),
-                      tuple(found), found, out.wall_s, tuple(medians or ()))
+                      tuple(found), found, out.wall_s, tuple(medians or ()), table, note)
+
+
+def _profile_of(frames: report.Frames, out: sandbox.ChildOutcome, job: dict[str, Any]) -> tuple[profiling.ProfileTable, str]:
+    """The run child's profile (the frame after its report) and, when there is none, why. Decided after the
+    verdict and from nothing it depends on."""
+    if not job.get("profile") or job["timing_trials"] <= 0:
+        return profiling.ProfileTable(), ""
+    if frames.trailer is None:
+        why = "the profiled call did not finish within its limit" if out.timed_out or out.signal == 14 \
+            else "the run process ended before sending its profile"
+        return profiling.ProfileTable(), f"candidate: {why}"
+    try:
+        return profiling.table_from_report(json.loads(frames.trailer)), ""
+    except ValueError as e:
+        return profiling.ProfileTable(), f"candidate: {str(e)[:300]}"
 
 
 def run_candidate(staged: Staged, ref: Reference, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch: str) -> RunVerdict:
@@ -430,11 +455,64 @@ def run_candidate(staged: Staged, ref: Reference, seeds: Seeds, slot: sandbox.Sl
             child = sandbox.start_child(spec, slot, staged.config.require_sandbox)
             collector.started()
             out = child.wait()  # ends with every process of the sandbox killed
-            return _verdict(staged, ref, out, collector.finish(), job)
+            return _verdict(staged, ref, out, collector.finish(trailer=_trailer(job)), job)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     finally:
         collector.close()
+
+
+def _with_ncu(staged: Staged, verdict: RunVerdict, seeds: Seeds, slot: sandbox.SlotLease,
+              ref_scratch: str) -> RunVerdict:
+    """Nsight Compute's counters for a correct candidate's kernels (`--profile ncu`): a second run child, not
+    timed, under ncu (`kernelbench.ncu`). Anything that goes wrong is a note on the profile, never the verdict."""
+    path = ncu.find()
+    if not path:
+        return replace(verdict, profile_note=_joined(verdict.profile_note, "ncu: Nsight Compute is not installed"))
+    collector = report.Collector(0)
+    try:
+        scratch, spec, job = _run_job(replace(staged, config=replace(staged.config, timing_trials=0)), seeds, slot,
+                                      ref_scratch, collector, profile="ncu")
+        try:
+            spec = replace(spec, argv=ncu.command(path, spec.argv, os.path.join(scratch, ncu.LOG_FILE)))
+            child = sandbox.start_child(spec, slot, staged.config.require_sandbox)
+            collector.started()
+            out = child.wait()
+            collector.finish()
+            try:
+                rows = ncu.read_log(os.path.join(scratch, ncu.LOG_FILE))
+            except (OSError, ValueError) as e:
+                tail = out.stderr_tail.strip().splitlines()[-1:] or [""]
+                return replace(verdict, profile_note=_joined(verdict.profile_note, f"ncu: {e}; {tail[0][:200]}"))
+            return replace(verdict, profile=replace(verdict.profile, ncu_rows=rows))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    except Exception as e:  # the harness's own failure here is the profile's, not the verdict's
+        return replace(verdict, profile_note=_joined(verdict.profile_note, f"ncu: {type(e).__name__}: {e}"[:300]))
+    finally:
+        collector.close()
+
+
+def _joined(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+def _profile(config: EvalConfig, ref: Reference | None, verdict: RunVerdict) -> profiling.Profile:
+    """Both tables of a correct, timed evaluation, and why any asked-for part is missing (empty otherwise)."""
+    if config.profile not in ("torch", "ncu") or verdict.status != CORRECT or config.timing_trials <= 0:
+        return profiling.Profile()
+    notes = [verdict.profile_note]
+    reference = profiling.ProfileTable()
+    try:
+        reference = profiling.table_from_report((ref.profile if ref else {}) or {"error": "no reference profile"})
+    except ValueError as e:
+        notes.append(f"reference: {e}")
+    tool = "torch.profiler+ncu" if config.profile == "ncu" and config.device == "cuda" else "torch.profiler"
+    return profiling.Profile(candidate=verdict.profile, reference=reference, tool=tool, unavailable=_joined(*notes))
+
+
+def _trailer(job: dict[str, Any]) -> str:
+    return report.PROFILE_LABEL if job.get("profile") else ""
 
 
 def _paired(config: EvalConfig) -> bool:
@@ -483,7 +561,7 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
                     config.min_timing_trials))
             cand_pipes.send("E")
             out = cand_child.wait()  # every process of its sandbox killed (past its deadline: a timeout)
-            frames = collector.finish()
+            frames = collector.finish(trailer=_trailer(job))
             ref_pipes.send("E")  # the torch.compile baseline (if asked) runs now, with the candidate gone
             ref = _reference_from(staged.task, ref_child.wait(), worker.read_result(ref_scratch, ref_job["nonce"]),
                                   ref_scratch, pairing.rounds_done if pairing else 0)
@@ -513,7 +591,10 @@ def _measure_once(staged: Staged, slot: sandbox.SlotLease) -> tuple[RunVerdict, 
     ref_scratch = sandbox.make_scratch(slot.uid, prefix="ka-ref-")
     try:
         ref = run_reference(staged.task, config, seeds, slot, ref_scratch)
-        return run_candidate(staged, ref, seeds, slot, ref_scratch), ref, seeds
+        verdict = run_candidate(staged, ref, seeds, slot, ref_scratch)
+        if config.profile == "ncu" and config.device == "cuda" and verdict.status == CORRECT:
+            verdict = _with_ncu(staged, verdict, seeds, slot, ref_scratch)
+        return verdict, ref, seeds
     finally:
         shutil.rmtree(ref_scratch, ignore_errors=True)
 
@@ -580,8 +661,10 @@ def _run_stage(staged: Staged) -> EvalResult:
     # against torch.compile: the speedup scaled by compiled/eager as the reference's one process measured
     # them, so it carries the paired figure's steadiness (one after the other: exactly comp_ms / run_ms)
     vs_compile = speedup * comp_ms / ref_ms if correct and comp_ms and ref_ms else 0.0
+    prof = _profile(config, ref, verdict) if correct else profiling.Profile()
     text = feedback.render(status, detail=verdict.detail, speedup=speedup, runtime_ms=run_ms, ref_runtime_ms=ref_ms,
-                           flags=tuple(flags), reasons=reasons, max_abs_error=verdict.comparison.max_abs_error)
+                           flags=tuple(flags), reasons=reasons, max_abs_error=verdict.comparison.max_abs_error,
+                           profile=prof.summary())
     if sol.sol_fraction > 0:
         text += "\n" + roofline.feedback_line(sol.sol_fraction, sol.bound, sol.roofline_ms)
     return EvalResult(status=status, compiled=True, correct=correct, runtime_ms=run_ms,
@@ -590,7 +673,7 @@ def _run_stage(staged: Staged) -> EvalResult:
                       score=feedback.kernel_score(correct, speedup, status == REJECTED), flags=tuple(flags), feedback=text,
                       max_abs_error=verdict.comparison.max_abs_error, compile_s=build.compile_s if build else 0.0,
                       run_s=verdict.run_s, cached_build=bool(build and build.cached), conditions=cond,
-                      sol_fraction=sol.sol_fraction, roofline_ms=sol.roofline_ms, sol_bound=sol.bound)
+                      sol_fraction=sol.sol_fraction, roofline_ms=sol.roofline_ms, sol_bound=sol.bound, profile=prof)
 
 
 def _speedup(ref: Reference | None, verdict: RunVerdict) -> float:

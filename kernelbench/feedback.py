@@ -41,8 +41,10 @@ def flag_line(flag: str, reason: str = "") -> str:
 
 
 def render(status: str, *, detail: str = "", speedup: float = 0.0, runtime_ms: float = 0.0, ref_runtime_ms: float = 0.0,
-           flags: tuple[str, ...] = (), reasons: dict[str, str] | None = None, max_abs_error: float = 0.0) -> str:
-    """One feedback text: status line, then what went wrong or how fast it ran, then the flags."""
+           flags: tuple[str, ...] = (), reasons: dict[str, str] | None = None, max_abs_error: float = 0.0,
+           profile: str = "") -> str:
+    """One feedback text: status line, then what went wrong or how fast it ran, then the flags, then the profile
+    of a correct candidate (`Profile.summary`; last, so a long text is cut there first)."""
     reasons = reasons or {}
     lines = [f"status: {status}"]
     if status == HARNESS_ERROR:
@@ -59,6 +61,8 @@ def render(status: str, *, detail: str = "", speedup: float = 0.0, runtime_ms: f
     if shown:
         lines.append("checks:" if status != REJECTED else "rejected by checks (score 0):")
         lines.extend(flag_line(f, reasons.get(f, "")) for f in shown)
+    if profile:
+        lines.append(profile)
     text = "\n".join(lines)
     if len(text) > MAX_FEEDBACK_CHARS:
         text = text[: MAX_FEEDBACK_CHARS - 20] + "\n... (truncated)"

@@ -172,3 +172,9 @@ def install_cupy(cupy: Any) -> None:
 
     _originals.update({"cupy": cupy, "cupy.RawKernel": raw_kernel, "cupy.RawModule": raw_module})
     cupy.RawKernel, cupy.RawModule = RawKernel, RawModule
+
+
+def compiled_functions() -> list[tuple[str, Callable[..., Any]]]:
+    """(name, compiled function) of every extension function wrapped so far: the profiler names their calls
+    (`kernelbench.profiling.profile_call`)."""
+    return [(name, fn) for _, name, _, fn in _wrappers]

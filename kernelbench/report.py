@@ -32,6 +32,9 @@ from typing import Any
 MAGIC = b"KAR1"
 HEADER = struct.Struct(">4sIHQ")
 RESULT_LABEL = "result"
+PROFILE_LABEL = "profile"
+"""The one frame a run child may send after its final report: the profile of an untimed call
+(`kernelbench.profiling`)."""
 LABEL_PATTERN = re.compile(r"^(forward|check|verify)/\d{1,6}$|^result$")
 """The labels a run child may send: one frame per correctness call, check call and verification call, one report."""
 MAX_LABEL = 32
@@ -81,6 +84,8 @@ class Frames:
     problem: str = ""
     truncated: bool = False
     """The pipe ended inside a frame (the child died mid-write, or the cap was reached)."""
+    trailer: bytes | None = None
+    """The payload of the one frame allowed after the report (`parse(trailer=...)`), None when none came."""
 
     def result(self) -> dict[str, Any]:
         """The final report, or {} when there is none or it is malformed."""
@@ -100,15 +105,19 @@ class Frames:
         return torch.load(io.BytesIO(self.payloads[label]), weights_only=True)
 
 
-def parse(data: bytes) -> Frames:
-    """Split the pipe's bytes into frames, checking order, labels and that nothing follows the report."""
+def parse(data: bytes, trailer: str = "") -> Frames:
+    """Split the pipe's bytes into frames, checking order, labels and that nothing follows the report but,
+    when `trailer` names a label, one frame of that label (`_parse_trailer`)."""
     frames = Frames()
     pos, seq = 0, 0
     while pos < len(data):
         if frames.problem:
             break
         if RESULT_LABEL in frames.payloads:
-            frames.problem = "bytes after the final report"
+            if trailer:
+                _parse_trailer(frames, data[pos:], seq, trailer)
+            else:
+                frames.problem = "bytes after the final report"
             break
         if len(data) - pos < HEADER.size:
             frames.truncated = True
@@ -128,6 +137,29 @@ def parse(data: bytes) -> Frames:
         frames.payloads[label] = data[start + label_len:start + label_len + size]
         pos, seq = start + label_len + size, seq + 1
     return frames
+
+
+def _parse_trailer(frames: Frames, data: bytes, seq: int, label: str) -> None:
+    """After the report: exactly one whole frame, numbered `seq`, labelled `label`, and nothing after it; anything
+    else voids the report as bytes after it always did. Why not only the trailer: the candidate shares the
+    process and can find the job's nonce in memory, so "a report, then anything" would let it forge a whole
+    report at import and have the harness's real frames pass as what follows it (with a cut-short frame or an
+    overflow of the pipe's cap hiding them). The harness's own frame is small and written in one call."""
+    ok = len(data) >= HEADER.size
+    if ok:
+        magic, n, label_len, size = HEADER.unpack_from(data, 0)
+        start = HEADER.size
+        ok = magic == MAGIC and n == seq and label_len == len(label) and \
+            data[start:start + label_len] == label.encode() and len(data) == start + label_len + size
+    if ok:  # and a JSON object, as the harness writes it: a forged frame long enough to swallow the harness's
+        try:  # own frames (torch.save bytes) would not be one
+            ok = isinstance(json.loads(data[start + label_len:]), dict)
+        except ValueError:
+            ok = False
+    if ok:
+        frames.trailer = data[start + label_len:]
+    else:
+        frames.problem = "bytes after the final report other than one profile frame"
 
 
 class Collector:
@@ -177,16 +209,16 @@ class Collector:
             self._chunks.append(chunk)
             self._size += len(chunk)
 
-    def finish(self, grace_s: float = 2.0) -> Frames:
-        """Call only once every process of the sandbox is dead: what was in the pipe, parsed. A writer that
-        escaped the kill (it keeps the pipe open) gets `grace_s`, then the reading stops."""
+    def finish(self, grace_s: float = 2.0, trailer: str = "") -> Frames:
+        """Call only once every process of the sandbox is dead: what was in the pipe, parsed (`parse`). A writer
+        that escaped the kill (it keeps the pipe open) gets `grace_s`, then the reading stops."""
         self.started()
         self._thread.join(grace_s)
         self._stop.set()
         self._thread.join()
         os.close(self.read_fd)
         self.read_fd = -1
-        frames = parse(b"".join(self._chunks))
+        frames = parse(b"".join(self._chunks), trailer)
         if self.overflow and not frames.problem:
             frames.problem = f"the report exceeded {self.max_bytes >> 20} MiB"
         return frames

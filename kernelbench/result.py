@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelbench.profiling import Profile
+
 # Statuses, in the order an evaluation can fail (DESIGN.md, "The harness: rules").
 FORMAT_ERROR = "format_error"   # no usable `ModelNew` in the response / file (syntax error, missing class)
 REJECTED = "rejected"           # a policy check fired (static or dynamic); score 0
@@ -124,11 +126,15 @@ class EvalResult:
     outputs and the reference's FLOPs on the timed configuration; 0 when not counted."""
     sol_bound: str = ""
     """Which ceiling limits the task: `memory` or `compute` ("" when no roofline)."""
+    profile: Profile = field(default_factory=Profile)
+    """The candidate's and the reference's top kernels in one extra untimed call after a correct, timed run
+    (`kernelbench.profiling`): advisory feedback, never scored. Records written before this field load empty."""
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["flags"] = list(self.flags)
         d["conditions"]["input_seeds"] = list(self.conditions.input_seeds)
+        d["profile"] = self.profile.to_dict()
         return d
 
     def to_json(self) -> str:
@@ -142,5 +148,6 @@ class EvalResult:
         known_c = {f.name for f in dataclasses.fields(Conditions)}
         known_r = {f.name for f in dataclasses.fields(cls)}
         d["flags"] = tuple(d.get("flags", ()))
+        d["profile"] = Profile.from_dict(d.get("profile"))
         return cls(conditions=Conditions(**{k: v for k, v in cond.items() if k in known_c}),
                    **{k: v for k, v in d.items() if k in known_r and k != "conditions"})

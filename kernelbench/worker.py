@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import threading
 import traceback
@@ -201,6 +202,9 @@ def run_reference(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
     timed = [to_device(s, device) for s in timing_sets]
     checks = [tuple(c) for c in job.get("timing_checks", [])]
     check_outputs: list[Any] = [None] * len(checks)
+    profile = job.get("profile") == "torch" and job["timing_trials"] > 0
+    # as in the run child, whose profiler threads must exist before it counts threads
+    profile_error = _profile_warm_up(device) if profile else ""
 
     def keep(label: str, out: Any, buffers: list[Any]) -> None:
         check_outputs[int(label.split("/")[1])] = flatten_output(out)[1]
@@ -228,6 +232,9 @@ def run_reference(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
             st = timing.measure(model, timed, device, job["warmup_trials"], job["timing_trials"],
                                 job["timing_budget_s"], _discard, checks, job.get("min_trials", timing.MIN_TRIALS))
             result["timing"] = st.to_dict()
+        if profile and timed:  # after the timing: one untimed call, the same way as the candidate's (kernelbench.profiling)
+            result["profile"] = {"ok": False, "error": profile_error} if profile_error else \
+                _profile_report(model, clone_args(timed[0]), device, ())
         if job.get("time_compile"):
             compiled = torch.compile(model)
             st = timing.measure(compiled, timed, device, job["warmup_trials"], job["timing_trials"],
@@ -377,6 +384,7 @@ def run_candidate(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
     device = job["device"]
     torch.set_num_threads(job["threads"])
     _warm_up(device)
+    profile_error = _profile_warm_up(device) if job.get("profile") == "torch" else ""
     builds.start_libomp_pool(job.get("pch_dir", ""))  # a clang -fopenmp build's pool is not the candidate's
     threads_before, os_before = threading.active_count(), os_threads()
     inputs_path = os.path.join(scratch, "inputs.pt")
@@ -426,7 +434,9 @@ def run_candidate(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
                     sync(device)
         checkpoint("triton compile")
     # from here on no thread or process can start: import and __init__ may still run load_inline (ninja)
-    result["new_tasks_refused"] = refuse_tasks()
+    # (not in the untimed child Nsight Compute profiles: its injected threads start at cudaProfilerStart, and that
+    # child's verdict is thrown away)
+    result["new_tasks_refused"] = refuse_tasks() if job.get("profile") != "ncu" else {}
     metas, structures = [], []
     result["phase"] = "forward"
     # Each call's output and its arguments afterwards leave for the parent before the next candidate call:
@@ -476,7 +486,64 @@ def run_candidate(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
     result.update(ok=True, phase="done", structures=structures, output_meta=metas, ops=ops, kernel_calls=calls,
                   threads_before=threads_before, threads_after=threads_after[0], os_threads_before=os_before,
                   os_threads_after=threads_after[1], checks_installed=["kernel_calls", "op_policy"])
+    kind = job.get("profile", "")
+    if kind == "ncu" or (kind == "torch" and job["timing_trials"] > 0):
+        # after the final report (main calls it): the verdict is in the parent's pipe before the profiled call
+        first = data["timing_sets"][0] if data.get("timing_sets") else data["sets"][0]
+        kernels = kernel_calls.compiled_functions()
+        limit_s = float(job.get("profile_timeout_s", PROFILE_TIMEOUT_S))
+        job[AFTER_REPORT] = lambda: _profile_after_report(kind, model, to_device(clone_args(first), device), device,
+                                                          reporter, kernels, limit_s, profile_error)
     return result
+
+
+AFTER_REPORT = "_after_report"
+"""Job key under which the run child leaves the step main() runs after sending the report (the profiled call)."""
+PROFILE_TIMEOUT_S = 30.0
+"""The profiled call's default limit (`EvalConfig.profile_timeout_s`): SIGALRM at its default action ends the
+child, its report already sent."""
+_setitimer, _signal_handler, _SIGALRM = signal.setitimer, signal.signal, signal.SIGALRM
+
+
+def _profile_warm_up(device: str) -> str:
+    """Start the profiler once before timing (`profiling.warm_up`); what went wrong, or "": a profiler that cannot
+    start is the harness's problem and costs only the profile, never the evaluation."""
+    try:
+        from kernelbench import profiling
+
+        profiling.warm_up(device)
+    except Exception as e:
+        return f"the profiler could not start: {type(e).__name__}: {e}"[:300]
+    return ""
+
+
+def _profile_report(model: Any, args: list[Any], device: str, kernels: Any) -> dict[str, Any]:
+    """The profile of one untimed call as the plain report the parent reads; a failure is a report too."""
+    from kernelbench import profiling
+
+    try:
+        return profiling.profile_call(model, args, device, kernels)
+    except BaseException as e:  # the profiler's fault or the call's: either way only the profile is lost
+        return {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
+
+
+def _profile_after_report(kind: str, model: Any, args: list[Any], device: str, reporter: Any, kernels: Any,
+                          limit_s: float, error: str = "") -> None:
+    """The run child's last step, after its report: the profiled call and its table as the trailer frame."""
+    from kernelbench import profiling, report
+
+    _signal_handler(_SIGALRM, signal.SIG_DFL)
+    _setitimer(signal.ITIMER_REAL, max(limit_s, 0.1))
+    if error:
+        payload = {"ok": False, "error": error}
+    elif kind == "ncu":
+        try:
+            payload = profiling.ncu_call(model, args)
+        except BaseException as e:
+            payload = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
+    else:
+        payload = _profile_report(model, args, device, kernels)
+    reporter.send_bytes(report.PROFILE_LABEL, json.dumps(payload, default=str).encode())
 
 
 OOM_MARKERS = ("out of memory", "bad_alloc", "outofmemoryerror", "cudaerrormemoryallocation",
@@ -528,6 +595,12 @@ def main(argv: list[str]) -> int:
             os.replace(tmp, os.path.join(scratch, RESULT_FILE))
     except BaseException:
         code = 3
+    after = job.get(AFTER_REPORT)
+    if code == 0 and callable(after):  # the profiled call (run child): nothing it does can reach the report
+        try:
+            after()
+        except BaseException:
+            pass
     try:
         _flush_out()
         _flush_err()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check: everything that needs a CUDA GPU, in one call, with a short table printed last.
 #   bash scripts/gpu_check.sh            # on a machine with a CUDA GPU (an H200 here)
+#   GPU_CHECK_DRY_RUN=1 bash scripts/gpu_check.sh   # anywhere: print each step's command, run none
 # It runs from the source tree with the machine's own torch (no install, no network): the project's pins
 # do not apply there. Logs and JSON figures go to $OUT (or ./gpu-check-out).
 # Pure-Python wheels the GPU machine lacks (TRL; accelerate, peft if absent) travel in wheels/: fetch them
@@ -28,6 +29,7 @@ step() {  # step NAME TIMEOUT_S CMD...
   local name=$1 t=$2; shift 2
   local l; l=$(left); (( t > l )) && t=$l
   if (( t < 20 )); then ROWS+=("$name|skipped (time)|0"); return; fi
+  if [ -n "${GPU_CHECK_DRY_RUN:-}" ]; then echo "[dry run] $name (${t}s): $*"; ROWS+=("$name|dry run|0"); return; fi
   local s=$(date +%s)
   timeout -k 10 "$t" "$@" >"$OUT/$name.log" 2>&1; local rc=$?
   local dt=$(( $(date +%s) - s ))
@@ -46,9 +48,10 @@ step triton_solutions 180 python3 scripts/check_solutions.py --triton --device c
 step harness_bench   120 python3 scripts/bench_harness.py --device cuda --repeats 5 --batch 4
 step task_sizes      120 python3 scripts/task_sizes.py --size gpu --device cuda --json "$OUT/task_sizes.json"
 step grpo_trainer    150 python3 scripts/gpu_grpo_check.py "$OUT/grpo"
+step ncu_profile     120 python3 scripts/ncu_check.py   # --profile ncu: Nsight Compute counters of one CUDA kernel
 
 echo
-for f in gpu_tests cuda_solutions triton_solutions harness_bench task_sizes grpo_trainer; do
+for f in gpu_tests cuda_solutions triton_solutions harness_bench task_sizes grpo_trainer ncu_profile; do
   [ -f "$OUT/$f.log" ] && { echo "== $f (last lines)"; tail -n 15 "$OUT/$f.log"; }
 done
 echo
