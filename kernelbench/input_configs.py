@@ -121,8 +121,8 @@ def read_configs(module: types.ModuleType, filename: str) -> tuple[InputConfig, 
         if base_init is None:
             base_init = _init_signature(module, {})
         if _init_signature(module, entry) != base_init:
-            raise TaskFormatError(f"{where}: changes get_init_inputs() (the model is built once, so a "
-                                  f"configuration may change input sizes only, not {', '.join(entry)} as used by it)")
+            raise TaskFormatError(f"{where}: changes get_init_inputs() through {', '.join(entry)}; the model is "
+                                  f"built once, so a configuration may change only what get_inputs() alone reads")
         configs.append(InputConfig(i + 1, tuple(entry.items()), _factory(module, dict(entry))))
     return tuple(configs)
 
