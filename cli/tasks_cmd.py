@@ -4,6 +4,9 @@
                             [--level N] [--json] [--size cpu]
     kernel-agent tasks show ID [--size cpu|gpu] [--source ...]
 
+`list` shows how many input configurations each task declares (`INPUT_CONFIGS`; correctness is checked on
+each, timing on the first); `show` prints every configuration's input shapes.
+
 `list` never executes a problem (files are read with `ast`; a malformed one is listed with its issue).
 `show` executes the one problem to report its input shapes; a malformed file exits 2 with the error.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import json
+from dataclasses import replace
 from typing import Any
 
 from cli.main import UsageError
@@ -48,6 +52,7 @@ def task_record(task: Task) -> dict[str, Any]:
         "id": task.id, "level": task.level, "name": task.name, "split": split_of(task),
         "origin": task.origin, "op_policy": task.op_policy, "needs_weights": task.needs_weights,
         "path": task.path, "issue": inspect_source(task.source).issue,
+        "input_configs": inspect_source(task.source).input_configs,
     }
 
 
@@ -79,12 +84,12 @@ def _list(args: argparse.Namespace) -> int:
         for r in records:
             table.add_row(r["id"], r["cpu_size"]["text"])
     else:
-        for column in ("id", "level", "split", "policy", "weights"):
+        for column in ("id", "level", "split", "policy", "weights", "configs"):
             table.add_column(column, no_wrap=True)
         table.add_column("issue", overflow="fold", min_width=5)
         for r in records:
             table.add_row(r["id"], str(r["level"]), r["split"], r["op_policy"],
-                          "needs" if r["needs_weights"] else "", r["issue"])
+                          "needs" if r["needs_weights"] else "", str(r["input_configs"] or "?"), r["issue"])
     Console().print(table)
     if args.size == "cpu":
         have = sum(r["cpu_size"]["has_size"] for r in records)
@@ -147,7 +152,24 @@ def _show(args: argparse.Namespace) -> int:
     for i, value in enumerate(inputs):
         print(f"#   [{i}] {describe(value)}")
     print(f"# init inputs: {describe(init_inputs)}")
+    _show_configs(problem, args.size)
     return 0
+
+
+def _show_configs(problem: Any, size: str) -> None:
+    """The other input configurations (correctness only; the inputs above are the timed one's)."""
+    configs = getattr(problem, "configs", ())
+    if len(configs) < 2:
+        return
+    print(f"# {len(configs)} input configurations: correctness on each, timing on the first (above)")
+    for config in configs[1:]:
+        try:
+            inputs, _ = draw_inputs(replace(problem, get_inputs=config.get_inputs))
+        except Exception as e:
+            raise UsageError(f"{problem.task.path or problem.task.id}: drawing configuration {config.index + 1}'s "
+                             f"inputs failed: {type(e).__name__}: {e}") from None
+        print(f"#   configuration {config.index + 1} ({config.describe()}): "
+              + ", ".join(describe(v) for v in inputs))
 
 
 def offline_hub(source: str | None) -> None:

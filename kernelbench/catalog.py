@@ -35,6 +35,9 @@ class SourceFacts:
     """Empty when the file looks like a problem; otherwise what is wrong, e.g. `syntax error on line 3: ...`."""
     op_policy: str
     """The module constant `OP_POLICY` when set to a known policy, else empty."""
+    input_configs: int = 1
+    """Input configurations (`kernelbench.input_configs`): 1 plus the entries of a literal `INPUT_CONFIGS`
+    list; 0 when `INPUT_CONFIGS` is computed (known only once the file is executed)."""
 
 
 def _defined_names(tree: ast.Module) -> dict[str, ast.AST]:
@@ -73,7 +76,25 @@ def inspect_source(source: str) -> SourceFacts:
             issues.append(f"OP_POLICY must be one of {', '.join(OP_POLICIES)}, got {node.value.value!r}")
     elif node is not None:
         issues.append("OP_POLICY must be a string constant")
-    return SourceFacts(issue="; ".join(issues), op_policy=op_policy)
+    configs, problem = _count_configs(names.get("INPUT_CONFIGS"))
+    if problem:
+        issues.append(problem)
+    return SourceFacts(issue="; ".join(issues), op_policy=op_policy, input_configs=configs)
+
+
+def _count_configs(node: ast.AST | None) -> tuple[int, str]:
+    """(configurations, issue) from the `INPUT_CONFIGS` binding: a literal list of dict literals is counted
+    and checked for shape; anything else computed is left to `load_problem`, which executes it."""
+    if node is None:
+        return 1, ""
+    value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+    if isinstance(value, (ast.List, ast.Tuple)):
+        if not all(isinstance(e, ast.Dict) and e.keys for e in value.elts):
+            return 1 + len(value.elts), "INPUT_CONFIGS must be a list of non-empty dicts of module constants"
+        return 1 + len(value.elts), ""
+    if isinstance(value, (ast.Constant, ast.Dict, ast.Set)):
+        return 1, "INPUT_CONFIGS must be a list of non-empty dicts of module constants"
+    return 0, ""
 
 
 def load_tasks(origin: str) -> list[Task]:

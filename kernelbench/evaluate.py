@@ -210,6 +210,16 @@ class Reference:
     """Bytes and FLOPs of the timed configuration (`kernelbench.work.Work.to_dict`), {} when not counted."""
     profile: dict[str, Any] = field(default_factory=dict)
     """The reference child's profile report of one untimed call (`profiling.table_from_report`); {} when none."""
+    set_configs: tuple[int, ...] = ()
+    """Input configuration of each correctness set (`kernelbench.input_configs`); empty: one configuration."""
+    config_labels: tuple[str, ...] = ()
+    """How feedback names each configuration (its constants and input shapes, never its seeds)."""
+
+    def where(self, i: int) -> str:
+        """`input set i`, with its configuration when the task has more than one."""
+        if i < len(self.set_configs) and self.set_configs[i] < len(self.config_labels):
+            return f"input set {i}, {self.config_labels[self.set_configs[i]]}"
+        return f"input set {i}"
 
 
 def _reference_job(task: Task, config: EvalConfig, seeds: Seeds, **extra: Any) -> dict[str, Any]:
@@ -234,7 +244,9 @@ def _reference_from(task: Task, out: sandbox.ChildOutcome, res: dict[str, Any], 
                      outputs=saved["outputs"], check_outputs=saved.get("check_outputs", []),
                      timing_outputs=saved.get("timing_outputs", []), block_medians_ms=tuple(medians or ()),
                      blocks_ms=tuple(tuple(float(t) for t in b) for b in blocks[:rounds]) if medians else (),
-                     work=res.get("work") or {}, profile=res.get("profile") or {})
+                     work=res.get("work") or {}, profile=res.get("profile") or {},
+                     set_configs=tuple(int(c) for c in res.get("set_configs", ())),
+                     config_labels=tuple(str(t) for t in res.get("config_labels", ())))
 
 
 def run_reference(task: Task, config: EvalConfig, seeds: Seeds, slot: sandbox.SlotLease, scratch: str) -> Reference:
@@ -319,17 +331,21 @@ def _candidate_calls(frames: report.Frames, ref: Reference) -> dict[str, Any]:
 
 def _compare_all(ref: Reference, cand: dict[str, Any], res: dict[str, Any], config: EvalConfig,
                  checks: list[list[int]]) -> Comparison:
-    if res.get("structures") != ref.structures:
-        return Comparison(False, f"output structure {res.get('structures', ['?'])[0]} != expected {ref.structures[0]}")
+    got_structures = res.get("structures")
+    if got_structures != ref.structures:
+        if not isinstance(got_structures, list) or len(got_structures) != len(ref.structures):
+            return Comparison(False, f"output structures {str(got_structures)[:200]} != expected {ref.structures}")
+        i = next(i for i, (g, w) in enumerate(zip(got_structures, ref.structures)) if g != w)
+        return Comparison(False, f"{ref.where(i)}: output structure {str(got_structures[i])[:200]} != expected {ref.structures[i]}")
     metas = res.get("output_meta", [])
     worst = Comparison(True)
     for i, want in enumerate(ref.outputs):
         c = compare_outputs(cand["outputs"][i], want, metas[i] if i < len(metas) else [], config.device, config.atol, config.rtol, config.scale_atol_by_rms)
         if not c.ok:
-            return replace(c, reason=f"input set {i}: {c.reason}")
+            return replace(c, reason=f"{ref.where(i)}: {c.reason}")
         changed = inputs_unchanged(ref.inputs["sets"][i], cand["inputs_after"][i])
         if changed:
-            return Comparison(False, f"input set {i}: {changed}")
+            return Comparison(False, f"{ref.where(i)}: {changed}")
         worst = c if c.max_abs_error > worst.max_abs_error else worst
     timing_sets = ref.inputs.get("timing_sets", [])
     for i, got in enumerate(cand["timing"]):
@@ -400,7 +416,12 @@ def _verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, frames: 
         return RunVerdict(REJECTED, reason, flags=("dynamic:harness_tampered",),
                           reasons={"dynamic:harness_tampered": reason}, run_s=out.wall_s)
     if not res.get("ok"):
-        return RunVerdict(RUNTIME_ERROR, _crash_detail(out, res), run_s=out.wall_s)
+        detail = _crash_detail(out, res)
+        if ref.config_labels:  # the call that failed (or crashed the process): the first unreported set
+            failed = next((i for i in range(len(ref.outputs)) if f"forward/{i}" not in frames.payloads), -1)
+            if failed >= 0 and (res.get("phase") == "forward" or (not res and failed > 0)):
+                detail = f"{ref.where(failed)}: {detail}"
+        return RunVerdict(RUNTIME_ERROR, detail, run_s=out.wall_s)
     try:
         cand = _candidate_calls(frames, ref)
     except Exception as e:  # what the child sent is untrusted: unreadable means no result

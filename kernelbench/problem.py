@@ -5,6 +5,8 @@ format. The built-in suite adds one optional name, `CPU_SIZE`, a dict of module-
 override for the `cpu` size: `get_inputs()` reads those globals when called, so the file stays a valid
 KernelBench problem at its `gpu` size. KernelBench's own problems get the same kind of dict from
 `kernelbench/kernelbench_cpu_sizes.json` (kernelbench/cpu_size_records.py) when they define none.
+KernelBench problem at its `gpu` size. A second optional name, `INPUT_CONFIGS`, lists more input
+configurations to check correctness at (`kernelbench.input_configs`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from kernelbench import cpu_size_records
+from kernelbench.input_configs import InputConfig, read_configs
 from kernelbench.task import Task, TaskFormatError
 
 SIZES = ("cpu", "gpu")
@@ -30,6 +33,9 @@ class Problem:
     Model: type
     get_inputs: Callable[[], list[Any]]
     get_init_inputs: Callable[[], list[Any]]
+    configs: tuple[InputConfig, ...] = ()
+    """Input configurations (`kernelbench.input_configs`), the timed one first: the file's own
+    constants at this size, then one per `INPUT_CONFIGS` entry."""
 
 
 def exec_source(source: str, filename: str, module_name: str = "kernelbench_problem") -> types.ModuleType:
@@ -73,5 +79,6 @@ def load_problem(task: Task, size: str = "cpu") -> Problem:
         if unknown:
             raise TaskFormatError(f"{filename}: CPU_SIZE overrides names the module does not define: {', '.join(unknown)}")
         cpu_size_records.apply_overrides(module, overrides)
+    configs = read_configs(module, filename)  # after CPU_SIZE: a configuration overrides the chosen size
     return Problem(task=task, size=size, module=module, Model=module.Model,
-                   get_inputs=module.get_inputs, get_init_inputs=module.get_init_inputs)
+                   get_inputs=module.get_inputs, get_init_inputs=module.get_init_inputs, configs=configs)

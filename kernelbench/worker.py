@@ -173,6 +173,7 @@ def _call_record(out: Any, args: list[Any]) -> dict[str, Any]:
 def run_reference(job: dict[str, Any], scratch: str, reporter: Any = None) -> dict[str, Any]:
     import torch
 
+    from kernelbench.input_configs import labels, make_config_sets
     from kernelbench.inputs import Seeds, clone_args, make_input_sets, make_timing_sets, to_device
     from kernelbench.problem import load_problem
     from kernelbench.task import Task
@@ -191,6 +192,10 @@ def run_reference(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
     timing_sets = make_timing_sets(problem.get_inputs, seeds) if job["timing_trials"] > 0 else []
     if job["timing_trials"] > 0 and not timing_sets:  # no timing seeds (a baseline with no candidate to judge)
         timing_sets = [clone_args(s) for s in sets[: job["timing_input_sets"]]]
+    # correctness on every input configuration, timing on the first (kernelbench.input_configs): the other
+    # configurations' sets follow the first's in `sets`, so the run child treats them alike
+    more_sets, owners = make_config_sets(problem.configs, seeds)
+    set_configs, sets = [0] * len(sets) + owners, sets + more_sets
     outputs, structures, timing_outputs = [], [], []
     with torch.no_grad():
         for s in sets:
@@ -220,6 +225,9 @@ def run_reference(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
         from kernelbench import work  # task code only; never in the candidate's child) and reported with the rest
 
         result.update(work.measured(model, to_device(clone_args((timing_sets or sets)[0]), device)))
+    if len(problem.configs) > 1:
+        result["set_configs"] = set_configs
+        result["config_labels"] = labels(problem.configs, sets, set_configs)
     if job["timing_trials"] > 0:
         if job.get("paired"):  # blocks on the parent's word, alternating with the candidate's (kernelbench.paired)
             sink = _sink(job)

@@ -12,7 +12,8 @@ Launch:
 
 When the harness (`kernelbench.evaluate.evaluate`) is importable it judges each solution, with every check
 it applies. Otherwise each solution runs in its own child process here: both models are built under the
-same seed, outputs are compared with allclose(atol=1e-4, rtol=1e-4) on randn inputs and on the same inputs
+same seed, outputs are compared with allclose(atol=1e-4, rtol=1e-4), on every input configuration of the task
+(`INPUT_CONFIGS`; timed on the first), on randn inputs and on the same inputs
 scaled by 3 (not for kernelbench.solutions.SCALED_INPUTS_UNRELIABLE, whose fp32 reference is itself out of
 tolerance there), and both forwards are timed (median, one intra-op thread on CPU). The compile-only check uses
 `kernelbench.builds.nvcc_compile_check` when present, else nvcc directly with a shim header for the one
@@ -95,21 +96,25 @@ def child_main(task_id: str, solution_path: str, size: str, device: str, trials:
     torch.manual_seed(1234)
     new = solution.ModelNew(*init).to(device)
     worst = 0.0
+    configs = problem.configs  # every input configuration (INPUT_CONFIGS), the timed one first
     with torch.no_grad():
-        for seed in (1, 2):
+        for config, seed in [(c, seed) for c in configs for seed in (1, 2)]:
             torch.manual_seed(seed)
-            base = [x.to(device) if isinstance(x, torch.Tensor) else x for x in problem.get_inputs()]
+            where = f"configuration {config.index + 1}, " if len(configs) > 1 else ""
+            inputs0 = [x.to(device) if isinstance(x, torch.Tensor) else x for x in config.get_inputs()]
+            if config.index == 0:
+                base = inputs0
             scales = SCALES[:1] if task_id in SCALED_INPUTS_UNRELIABLE else SCALES
             for scale in scales:
-                inputs = [x * scale if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in base]
+                inputs = [x * scale if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs0]
                 expected = ref(*[x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
                 got = new(*inputs)
                 if got.shape != expected.shape or got.dtype != expected.dtype:
-                    return {"status": "incorrect", "detail": f"shape/dtype {tuple(got.shape)} {got.dtype} "
+                    return {"status": "incorrect", "detail": f"{where}shape/dtype {tuple(got.shape)} {got.dtype} "
                             f"vs {tuple(expected.shape)} {expected.dtype}"}
                 if not torch.allclose(got, expected, atol=TOL, rtol=TOL, equal_nan=True):
                     diff = (got.double() - expected.double()).abs().max().item()
-                    return {"status": "incorrect", "detail": f"max abs diff {diff:.3g} (scale {scale})"}
+                    return {"status": "incorrect", "detail": f"{where}max abs diff {diff:.3g} (scale {scale})"}
                 if got.is_floating_point():
                     worst = max(worst, (got.double() - expected.double()).abs().max().item())
         ref_ms = _time_ms(ref, base, device, trials)

@@ -21,15 +21,17 @@ suite compiles four extensions, and the session-wide `build_cache_dir` serves th
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kernelbench.catalog import find_task
 from kernelbench.config import EvalConfig
 from kernelbench.evaluate import evaluate
 from kernelbench.result import (COMPILE_ERROR, CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR, TIMEOUT,
@@ -110,6 +112,7 @@ TASKS = {
     "relu_rand": Task(id="adv/relu_rand", level=1, name="relu_rand", origin="test", source=RELU_NONNEGATIVE),
     "linear": Task(id="adv/linear", level=1, name="linear", origin="test", source=LINEAR),
     "column_mean": Task(id="adv/column_mean", level=1, name="column_mean", origin="test", source=COLUMN_MEAN),
+    "builtin_max": find_task("L1/12_max_dim"),  # two input configurations (INPUT_CONFIGS), timed at the first
 }
 
 # Fewer timed trials than the default 100: the attacks do not depend on the count, the naive matmuls are slow.
@@ -208,6 +211,12 @@ ATTACKS = [
     Attack("cpp_exit.py", statuses=(RUNTIME_ERROR,)),
     Attack("cpp_abort.py", statuses=(RUNTIME_ERROR,), feedback=("SIGABRT",)),
     # 3 GiB of address space is ample for torch and the task, and spares the shared host 8 GiB of touched pages.
+    # Right at the timed shape, wrong at the task's second input configuration.
+    Attack("hardcoded_shape.py", task="builtin_max", statuses=(INCORRECT,),
+           feedback=("configuration 2 of 2 (batch_size=3, dim1=77, dim2=131: inputs float32[3, 77, 131])",
+                     "shape [16, 256] != expected [3, 131]")),
+    Attack("hardcoded_shape_checked.py", task="builtin_max", statuses=(RUNTIME_ERROR,),
+           feedback=("input set 7, configuration 2 of 2 (batch_size=3", "built for 16 x 256 x 256")),
     Attack("cpp_memory_hog.py", statuses=(RUNTIME_ERROR,), feedback=("bad_alloc", "out of memory"),
            overrides=dict(memory_limit_mb=3072)),
     # Triton (kernelbench.triton_kernels): on CPU the kernels run under Triton's interpreter.
@@ -302,6 +311,17 @@ def test_runtime_defences(attack, build_cache_dir):
         assert set(attack.any_flag) & set(result.flags), f"expected one of {attack.any_flag}: " + describe(result)
     for text in attack.feedback:
         assert text in result.feedback, f"feedback lacks {text!r}: " + describe(result)
+
+
+def test_hardcoded_shape_correct_on_one_configuration(build_cache_dir):
+    """The control of `hardcoded_shape.py`: on the same task without its second configuration (the harness as
+    it was before input configurations) the shape-specialised kernel is judged correct, so it is the second
+    configuration alone that makes it `incorrect`."""
+    task = TASKS["builtin_max"]
+    single = replace(task, id="adv/max_one_config", source=re.sub(r"(?m)^INPUT_CONFIGS = .*$", "", task.source))
+    assert "INPUT_CONFIGS" in task.source and "INPUT_CONFIGS =" not in single.source
+    result = evaluate(single, source("hardcoded_shape.py"), config(build_cache_dir))
+    assert result.status == CORRECT and result.correct, describe(result)
 
 
 def test_ghost_kernel_under_partial_policy(build_cache_dir):

@@ -118,6 +118,12 @@ def test_task_structure(path: Path):
         assert key in constants and key != "CPU_SIZE", f"CPU_SIZE key {key!r} is not a module constant"
         assert type(value) is type(constants[key]), f"CPU_SIZE[{key!r}] has a different type from the constant"
 
+    configs = constants.get("INPUT_CONFIGS", [])
+    if _level(path) <= 2:  # a second shape to check correctness at (tests/test_input_configs.py runs them)
+        assert isinstance(configs, list) and configs, "levels 1-2 declare INPUT_CONFIGS, a list of dict literals"
+    for entry in configs:
+        assert isinstance(entry, dict) and entry and set(entry) <= set(constants), f"INPUT_CONFIGS entry {entry!r}"
+
     body = ast.get_source_segment(text, functions["get_inputs"]) or ""
     assert "randn" in body or POSITIVE_NOTE.search(text), (
         "get_inputs must draw signed values (torch.randn) or say why not with '# positive inputs: <reason>'")

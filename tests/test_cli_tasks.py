@@ -13,7 +13,7 @@ import pytest
 from cli.main import main
 from test_loaders import PROBLEMS, dataset_columns, write_kernelbench
 
-KEYS = {"id", "level", "name", "split", "origin", "op_policy", "needs_weights", "path", "issue"}
+KEYS = {"id", "level", "name", "split", "origin", "op_policy", "needs_weights", "path", "issue", "input_configs"}
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_list_json_for_a_checkout(capsys, kb_root):
     assert by_id["kb:L1/1_ReLU"] | {"split": None} == {
         "id": "kb:L1/1_ReLU", "level": 1, "name": "1_ReLU", "split": None, "origin": f"kernelbench:{kb_root}",
         "op_policy": "strict", "needs_weights": False, "path": str(kb_root / "KernelBench/level1/1_ReLU.py"),
-        "issue": ""}
+        "issue": "", "input_configs": 1}
     assert {r["split"] for r in records} <= {"train", "heldout", "extra"}
 
 

@@ -20,6 +20,10 @@ dim = 32768
 # cpu size: the loader overrides the constants above with these for CPU runs (a few ms on one core).
 CPU_SIZE = {"batch_size": 1024, "dim": 4096}
 
+# another input configuration: correctness is also checked with these constants overridden (timing
+# uses the sizes above); odd sizes, so a kernel tied to the timed shape or to whole blocks fails.
+INPUT_CONFIGS = [{"batch_size": 37, "dim": 1531}]
+
 
 def get_inputs():
     return [torch.randn(batch_size, dim)]

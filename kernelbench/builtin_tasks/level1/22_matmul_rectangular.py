@@ -20,6 +20,10 @@ n = 4096
 # cpu size: the loader overrides the constants above with these for CPU runs.
 CPU_SIZE = {"m": 2048, "k": 128, "n": 512}
 
+# another input configuration: correctness is also checked with these constants overridden (timing
+# uses the sizes above); odd sizes, so a kernel tied to the timed shape or to whole blocks fails.
+INPUT_CONFIGS = [{"m": 133, "k": 67, "n": 91}]
+
 
 def get_inputs():
     return [torch.randn(m, k), torch.randn(k, n)]

@@ -21,6 +21,10 @@ n = 512
 # cpu size: the loader overrides the constants above with these for CPU runs.
 CPU_SIZE = {"batch_size": 16, "m": 128, "k": 256, "n": 128}
 
+# another input configuration: correctness is also checked with these constants overridden (timing
+# uses the sizes above); odd sizes, so a kernel tied to the timed shape or to whole blocks fails.
+INPUT_CONFIGS = [{"batch_size": 3, "m": 37, "k": 67, "n": 29}]
+
 
 def get_inputs():
     return [torch.randn(batch_size, m, k), torch.randn(batch_size, k, n)]

@@ -20,6 +20,10 @@ num_classes = 8192
 # cpu size: the loader overrides the constants above with these for CPU runs.
 CPU_SIZE = {"batch_size": 256, "num_classes": 4096}
 
+# another input configuration: correctness is also checked with these constants overridden (timing
+# uses the sizes above); odd sizes, so a kernel tied to the timed shape or to whole blocks fails.
+INPUT_CONFIGS = [{"batch_size": 37, "num_classes": 1000}]
+
 
 def get_inputs():
     # logits scaled so that a logsumexp without the max subtraction overflows

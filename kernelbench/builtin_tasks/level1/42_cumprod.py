@@ -22,6 +22,10 @@ scan_dim = 1
 # cpu size: the loader overrides the constants above with these for CPU runs.
 CPU_SIZE = {"batch_size": 256, "length": 4096}
 
+# another input configuration: correctness is also checked with these constants overridden (timing
+# uses the sizes above); odd sizes, so a kernel tied to the timed shape or to whole blocks fails.
+INPUT_CONFIGS = [{"batch_size": 37, "length": 1531}]
+
 
 def get_inputs():
     # signed noise around 1: factors 1 +- 0.01 keep running products within about e^+-2 over 4096 steps,

@@ -35,6 +35,10 @@ out_features = 2048
 # cpu size: overrides the constants above for CPU runs
 CPU_SIZE = {"batch_size": 256, "in_features": 512, "out_features": 1024}
 
+# another input configuration: correctness is also checked with these constants overridden (timing
+# uses the sizes above); odd sizes, so a kernel tied to the timed shape or to whole blocks fails.
+INPUT_CONFIGS = [{"batch_size": 37}]
+
 
 def get_inputs():
     return [torch.randn(batch_size, in_features)]

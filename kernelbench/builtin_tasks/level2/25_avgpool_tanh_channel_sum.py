@@ -26,6 +26,10 @@ width = 256
 # cpu size: overrides the constants above for CPU runs
 CPU_SIZE = {"batch_size": 4, "channels": 16, "height": 128, "width": 128}
 
+# another input configuration: correctness is also checked with these constants overridden (timing
+# uses the sizes above); odd sizes, so a kernel tied to the timed shape or to whole blocks fails.
+INPUT_CONFIGS = [{"batch_size": 3, "channels": 7, "height": 37, "width": 29}]
+
 
 def get_inputs():
     return [torch.randn(batch_size, channels, height, width)]
