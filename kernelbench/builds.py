@@ -88,8 +88,9 @@ class BuildOutcome:
     """Result of the compile stage for one candidate."""
 
     status: str
-    """`ok`, `compile_error`, `format_error` (no ModelNew class after import), `timeout`, or `harness_error`
-    (the compile child never reached the candidate's code; not cached)."""
+    """`ok`, `compile_error`, `format_error` (no ModelNew class after import), `timeout`, `harness_error`
+    (the compile child never reached the candidate's code; not cached), or `rejected` (the child's report
+    pipe carried frames of the candidate's own: `dynamic:harness_tampered`; not cached)."""
     cached: bool
     """Served from the build cache (no compiler ran)."""
     compile_s: float
@@ -891,8 +892,8 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
         meta.update(status="timeout", error_text=f"compile stage exceeded {config.compile_timeout_s:.0f} s")
     elif oversized:
         meta.update(status="compile_error", error_text=oversized)
-    elif tampered:  # bytes nobody but the candidate's code could have written
-        meta.update(status="compile_error", error_text=f"the compile child's report channel carried {tampered}")
+    elif tampered:  # bytes nobody but the candidate's code could have written: judged as the run child's are
+        meta.update(status="rejected", error_text=f"the compile child's report channel carried {tampered}")
     elif result.get("ok"):
         return meta
     elif result.get("phase") == "format":
