@@ -33,6 +33,7 @@ from typing import Any
 
 from kernelbench import timing  # noqa: F401  (first: captures the timers before any candidate code runs)
 from kernelbench import sandbox  # noqa: E402
+from kernelbench import build_manifest  # noqa: E402
 
 RESULT_FILE = "result.json"
 MAX_RESULT_BYTES = 4 * 1024 * 1024
@@ -389,10 +390,11 @@ def harness_holders(kernel_calls: Any, op_policy: Any) -> list[tuple[str, Any]]:
     import torch.utils._python_dispatch as python_dispatch
     import torch.utils.cpp_extension as cpp_extension
 
-    from kernelbench import builds, inputs, report, sandbox
+    from kernelbench import build_manifest, builds, inputs, report, sandbox
 
     modules = [builtins, time, os, os.path, json, threading, traceback, types, torch, torch.cuda, torch.serialization,
                python_dispatch, cpp_extension, timing, inputs, builds, report, sandbox, sys.modules[__name__]]
+    modules += [build_manifest]
     modules += [kernel_calls, op_policy]
     classes = [torch.Tensor, torch.cuda.Event, python_dispatch.TorchDispatchMode, timing.Timers, Snapshot]
     classes += [v for m in modules if m.__name__.startswith("kernelbench.") for v in vars(m).values()
@@ -431,6 +433,8 @@ def run_candidate(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
     os.unlink(inputs_path)  # gone before candidate code runs
     kernel_calls.install()
     builds.patch_load_inline(device, job.get("pch_dir", ""))
+    # no compiler runs here: a load must find the build the compile stage left and the parent recorded
+    build_manifest.refuse_builds(job.get("build_manifest") or {}, os.environ.get("TORCH_EXTENSIONS_DIR", scratch))
     # Captured references: the phases below call these locals, never a module attribute the candidate can rebind.
     snapshot = Snapshot(harness_holders(kernel_calls, op_policy))
     audit, measure, flatten, sync, active = _audit, timing.measure, flatten_output, _sync, threading.active_count
@@ -532,6 +536,7 @@ _exit, _flush_out, _flush_err = os._exit, sys.stdout.flush, sys.stderr.flush
 _isinstance = isinstance
 """Captured at import, before any candidate code: how the child ends, and the builtin the compile child's
 format check calls (a candidate can rebind `builtins.isinstance`)."""
+_refused = build_manifest.REFUSED
 
 
 def main(argv: list[str]) -> int:
@@ -566,6 +571,7 @@ def _main(argv: list[str]) -> int:
     # the compile and run children's verdicts travel over the parent's pipe (kernelbench.report); opened
     # (and its write function captured) before any candidate code runs
     reporter = report.Reporter(int(job["report_fd"])) if "report_fd" in job else None
+    refused = _refused  # the run child's refused builds (`build_manifest`), held before candidate code runs
     try:
         result = MODES[job["mode"]](job, scratch, reporter)
     except BaseException as e:  # SystemExit / KeyboardInterrupt from candidate code are its faults, reported
@@ -574,6 +580,8 @@ def _main(argv: list[str]) -> int:
         except BaseException:
             result = {"ok": False, "phase": "unknown", "error": "an error whose description failed"}
     result["nonce"] = nonce
+    if job.get("mode") == "run":  # refusals are reported even when the candidate caught the error
+        result["build_refused"] = list(refused)
     try:
         if reporter is not None:
             reporter.send_result(result)

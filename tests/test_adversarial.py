@@ -221,6 +221,7 @@ BUILD_ATTACKS = {  # judged from the build or the build step's effects on the ho
     "build_symlink.py": "static:cpp_io_or_syscalls",
     "pch_flood.py": "",
     "compile_forges_outcome.py": "static:forbidden_import",
+    "build_in_init.py": "dynamic:build_outside_compile_stage",
 }
 
 
@@ -381,6 +382,17 @@ def test_dispatch_bypass_judged_from_the_build(build_cache_dir):
     assert result.status == REJECTED and BUILD_ATTACKS["cpp_namespace_alias.py"] in result.flags, describe(result)
     assert result.compiled and not any(f.startswith("static:") for f in result.flags), describe(result)
     assert "at::cpu::mm" in result.feedback, describe(result)
+    assert_zero(result)
+
+
+@pytest.mark.parametrize("static", [True, False], ids=["static_on", "static_off"])
+def test_no_library_is_built_in_the_run_stage(build_cache_dir, static):
+    """`load_inline` of `namespace fast = at::cpu; fast::mm` in `ModelNew.__init__`: the compile stage builds
+    nothing, so the symbol check has nothing to judge; the run child must refuse to build it (no compiler
+    runs there), with static checks on (no rule matches the alias) and off."""
+    result = evaluate(TASKS["linear"], source("build_in_init.py"), config(build_cache_dir, static_checks=static))
+    assert result.status == REJECTED and BUILD_ATTACKS["build_in_init.py"] in result.flags, describe(result)
+    assert "nothing was built in adv_late" in result.feedback, describe(result)
     assert_zero(result)
 
 
