@@ -3,7 +3,8 @@
 Compiling a candidate means importing it in a sandboxed child whose `TORCH_EXTENSIONS_DIR` is the cache
 entry: `load_inline` builds there. The run child later imports the candidate again with a private copy of
 the entry mounted at the same path (ninja's commands name absolute paths, so the path must not move), finds
-the built library up to date, and loads it. Entries are keyed by what is compiled: the arguments of every
+the built library, and loads it without running ninja (`build_manifest`: only what the parent recorded
+after the compile stage, file for file; any other build request there is refused). Entries are keyed by what is compiled: the arguments of every
 `load_inline` / cupy `RawModule` / `RawKernel` call, read statically with `ast` (the static checks already
 require literal sources), plus the toolchain fingerprint; when that cannot be read with certainty
 (`compiled_parts`), by the whole file. Candidates that differ only in Python (common in RL groups and in the
