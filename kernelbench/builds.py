@@ -3,7 +3,8 @@
 Compiling a candidate means importing it in a sandboxed child whose `TORCH_EXTENSIONS_DIR` is the cache
 entry: `load_inline` builds there. The run child later imports the candidate again with a private copy of
 the entry mounted at the same path (ninja's commands name absolute paths, so the path must not move), finds
-the built library up to date, and loads it. Entries are keyed by what is compiled: the arguments of every
+the built library, and loads it without running ninja (`build_manifest`: only what the parent recorded
+after the compile stage, file for file; any other build request there is refused). Entries are keyed by what is compiled: the arguments of every
 `load_inline` / cupy `RawModule` / `RawKernel` call, read statically with `ast` (the static checks already
 require literal sources), plus the toolchain fingerprint; when that cannot be read with certainty
 (`compiled_parts`), by the whole file. Candidates that differ only in Python (common in RL groups and in the
@@ -88,8 +89,9 @@ class BuildOutcome:
     """Result of the compile stage for one candidate."""
 
     status: str
-    """`ok`, `compile_error`, `format_error` (no ModelNew class after import), `timeout`, or `harness_error`
-    (the compile child never reached the candidate's code; not cached)."""
+    """`ok`, `compile_error`, `format_error` (no ModelNew class after import), `timeout`, `harness_error`
+    (the compile child never reached the candidate's code; not cached), or `rejected` (the child's report
+    pipe carried frames of the candidate's own: `dynamic:harness_tampered`; not cached)."""
     cached: bool
     """Served from the build cache (no compiler ran)."""
     compile_s: float
@@ -818,11 +820,22 @@ def _swap_in(entry: Path, fresh: str) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+COMPILE_REPORT_BYTES = 4 << 20
+"""Most bytes the compile child's report pipe may carry (its import error is bounded: worker.MAX_ERROR_CHARS)."""
+
+
 def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str) -> dict:
     """Run the compile child on a private copy of the entry's build folder, mounted at the entry's path
     (bubblewrap) or, in the plain child, the entry's own folder handed to its uid; then bring back its
-    regular files into a fresh folder owned by the parent (`import_tree`) and swap that in."""
-    from kernelbench import worker
+    regular files into a fresh folder owned by the parent (`import_tree`) and swap that in.
+
+    The child's outcome comes over the parent's pipe (`kernelbench.report`), read once every process of the
+    sandbox is dead, and must echo this job's nonce: the child imports the candidate, whose code (a thread,
+    an `atexit` handler, a C++ static destructor) could rewrite a result file in its scratch folder after
+    the harness wrote it. Code of the candidate can still write frames of its own into the pipe before the
+    report (the run child's limit, docs/harness.md); a forged `ok` wins nothing: the run child imports the
+    file again and every verdict comes from there."""
+    from kernelbench import report, worker
 
     ext = entry / "ext"
     ext.mkdir(parents=True, exist_ok=True)
@@ -831,6 +844,7 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
     with sandbox.SlotLease() as slot:
         scratch = sandbox.make_scratch(slot.uid, prefix="ka-compile-")
         private = tempfile.mkdtemp(prefix="ka-build-")
+        collector = report.Collector(COMPILE_REPORT_BYTES)
         try:
             if sandbox.sandbox_kind(config.require_sandbox) == sandbox.BWRAP:
                 work = os.path.join(private, "ext")
@@ -840,7 +854,9 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
                 work = str(ext)
                 build_bind = sandbox.Bind(work, writable=True)
             sandbox.give_tree(work, slot.uid)
-            job = {"mode": "compile", "device": config.device, "candidate": "candidate.py", "pch_dir": pch_dir}
+            nonce = secrets.token_hex(16)
+            job = {"mode": "compile", "device": config.device, "candidate": "candidate.py", "pch_dir": pch_dir,
+                   "nonce": nonce, **collector.job_fields()}
             Path(scratch, "candidate.py").write_text(src)
             Path(scratch, "job.json").write_text(json.dumps(job))
             spec = sandbox.ChildSpec(
@@ -848,9 +864,15 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
                 limits=sandbox.Limits(timeout_s=config.compile_timeout_s, memory_limit_mb=0,
                                       max_processes=config.max_processes, max_file_mb=config.max_file_mb),
                 binds=(build_bind,) + ((sandbox.Bind(pch_dir),) if pch_dir else ()),
-                env=child_env(config, str(ext), jobs))
-            out = sandbox.run_child(spec, slot, config.require_sandbox)  # returns once the slot's uid has no process
-            result = worker.read_result(scratch)
+                env=child_env(config, str(ext), jobs), pass_fds=(collector.write_fd,))
+            child = sandbox.start_child(spec, slot, config.require_sandbox)
+            collector.started()
+            out = child.wait()  # returns once every process of the sandbox (and the slot's uid) is dead
+            frames = collector.finish()
+            tampered = frames.report_only_problem()
+            result = frames.result()
+            if result.get("nonce") != nonce:
+                result = {}
             try:
                 import_tree(work, fresh)
                 _swap_in(entry, fresh)
@@ -858,6 +880,7 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
                 oversized = f"the build folder could not be brought back: {e}"
                 shutil.rmtree(fresh, ignore_errors=True)
         finally:
+            collector.close()
             shutil.rmtree(scratch, ignore_errors=True)
             shutil.rmtree(private, ignore_errors=True)
     meta = {"status": "ok", "error_text": "", "sandbox": out.sandbox, "pch_dir": pch_dir}
@@ -870,6 +893,8 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
         meta.update(status="timeout", error_text=f"compile stage exceeded {config.compile_timeout_s:.0f} s")
     elif oversized:
         meta.update(status="compile_error", error_text=oversized)
+    elif tampered:  # bytes nobody but the candidate's code could have written: judged as the run child's are
+        meta.update(status="rejected", error_text=f"the compile child's report channel carried {tampered}")
     elif result.get("ok"):
         return meta
     elif result.get("phase") == "format":

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kernelbench import (builds, feedback, ncu, nvrtc, op_policy, paired, profiling, report, sandbox, static_checks,
-                         symbols, telemetry, timing, triton_kernels, worker)
+from kernelbench import (build_manifest, builds, feedback, ncu, nvrtc, op_policy, paired, profiling, report, sandbox,
+                         static_checks, symbols, telemetry, timing, triton_kernels, worker)
 from kernelbench import roofline
 from kernelbench.compare import Comparison, compare_outputs, inputs_unchanged
 from kernelbench.config import EvalConfig
@@ -52,6 +52,9 @@ class Staged:
     build: builds.BuildOutcome | None
     decided: EvalResult | None = None
     """Set when the candidate failed before the run stage (format, static check, compile)."""
+    manifest: dict[str, dict[str, str]] | None = None
+    """The build folder as the parent recorded it after the compile stage (`build_manifest.record`): all
+    the run child may load. None: recorded when the run stage starts."""
 
 
 def policy_of(task: Task, config: EvalConfig) -> str:
@@ -119,14 +122,18 @@ def _compile_stage(task: Task, src: str, config: EvalConfig, jobs: int = 0) -> S
     policy = policy_of(task, config)
     fields = dict(compile_s=out.compile_s, cached_build=out.cached)
     if out.status == "ok":
+        manifest = build_manifest.record(os.path.join(out.entry_dir, "ext"))  # before the check: what it judged
         violations = symbols.check_build(os.path.join(out.entry_dir, "ext")) if config.static_checks else []
         if violations:  # bypasses judged from what the build imports, whatever the source called them
             reasons = {v.flag: v.reason for v in violations}
             return Staged(task, src, config, out, _decided(REJECTED, config, policy, "", tuple(reasons), reasons,
                                                            compiled=True, **fields))
-        return Staged(task, src, config, out)
+        return Staged(task, src, config, out, manifest=manifest)
     if out.status == HARNESS_ERROR:
         return Staged(task, src, config, out, harness_error(task, config, out.error_text, **fields))
+    if out.status == REJECTED:  # the compile child's report pipe carried frames of the candidate's own
+        reasons = {"dynamic:harness_tampered": out.error_text}
+        return Staged(task, src, config, out, _decided(REJECTED, config, policy, "", tuple(reasons), reasons, **fields))
     status = {"timeout": TIMEOUT, "format_error": FORMAT_ERROR}.get(out.status, COMPILE_ERROR)
     head = "compilation failed:\n" if status == COMPILE_ERROR else ""
     return Staged(task, src, config, out, _decided(status, config, policy, head + out.error_text, **fields))
@@ -384,9 +391,12 @@ def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch:
         binds = builds.run_binds(staged.build.entry_dir, scratch, slot.uid, kind, staged.build.pch_dir)
         extra = {"paired": pipes.job_fields()} if pipes else {}
         extra.update({"profile": profile} if profile else {})
+        manifest = staged.manifest
+        if manifest is None:  # a Staged made elsewhere: the build as it is now, never none at all
+            manifest = build_manifest.record(os.path.join(staged.build.entry_dir, "ext"))
         job = _job(config, "run", seeds, secrets.token_hex(16), candidate="candidate.py",
                    pch_dir=staged.build.pch_dir, triton=triton_kernels.uses_triton(staged.src),
-                   **collector.job_fields(), **extra)
+                   build_manifest=manifest, **collector.job_fields(), **extra)
         # the report holds every call's output and arguments afterwards: a few times inputs.pt
         collector.max_bytes = 8 * os.path.getsize(os.path.join(scratch, "inputs.pt")) + (64 << 20)
         fds = (pipes.child_fds if pipes else ()) + (collector.write_fd,)
@@ -415,6 +425,9 @@ def _verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, frames: 
         reason = f"the run process's report channel carried {frames.problem}"
         return RunVerdict(REJECTED, reason, flags=("dynamic:harness_tampered",),
                           reasons={"dynamic:harness_tampered": reason}, run_s=out.wall_s)
+    refused = build_manifest.judge(res)
+    if refused:  # a build the parent never checked was asked for (caught by the candidate or not)
+        return RunVerdict(REJECTED, refused[build_manifest.FLAG], flags=tuple(refused), reasons=refused, run_s=out.wall_s)
     if not res.get("ok"):
         detail = _crash_detail(out, res)
         if ref.config_labels:  # the call that failed (or crashed the process): the first unreported set

@@ -36,7 +36,8 @@ PROFILE_LABEL = "profile"
 """The one frame a run child may send after its final report: the profile of an untimed call
 (`kernelbench.profiling`)."""
 LABEL_PATTERN = re.compile(r"^(forward|check|verify)/\d{1,6}$|^result$")
-"""The labels a run child may send: one frame per correctness call, check call and verification call, one report."""
+"""The labels a run child may send: one frame per correctness call, check call and verification call, one report.
+A compile child sends the report alone (`Frames.report_only_problem`)."""
 MAX_LABEL = 32
 PIPE_SETSIZE = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 
@@ -47,7 +48,7 @@ class Reporter:
 
     def __init__(self, fd: int):
         self.fd = fd
-        self._write, self._fstat = os.write, os.fstat
+        self._write, self._fstat, self._dumps = os.write, os.fstat, json.dumps
         st = os.fstat(fd)
         if not stat.S_ISFIFO(st.st_mode):
             raise RuntimeError("the report descriptor is not a pipe")
@@ -73,7 +74,7 @@ class Reporter:
         self.send_bytes(label, buf.getvalue())
 
     def send_result(self, result: dict[str, Any]) -> None:
-        self.send_bytes(RESULT_LABEL, json.dumps(result, default=str).encode())
+        self.send_bytes(RESULT_LABEL, self._dumps(result, default=str).encode())
 
 
 @dataclass
@@ -103,6 +104,11 @@ class Frames:
         import torch
 
         return torch.load(io.BytesIO(self.payloads[label]), weights_only=True)
+
+    def report_only_problem(self) -> str:
+        """The first protocol problem of a pipe that carries the final report alone (the compile child's)."""
+        extra = [label for label in self.payloads if label != RESULT_LABEL]
+        return self.problem or (f"an unexpected frame {extra[0]!r}" if extra else "")
 
 
 def parse(data: bytes, trailer: str = "") -> Frames:

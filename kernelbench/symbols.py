@@ -147,10 +147,22 @@ def undefined_symbols(library: str) -> list[str]:
     return names
 
 
+def _shared_object(path: Path) -> bool:
+    """Whether `path` is an ELF file the dynamic loader can map (ET_DYN), whatever it is called."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(18)
+    except OSError:
+        return True  # unreadable: judged (and rejected) by undefined_symbols
+    return len(head) == 18 and head[:4] == b"\x7fELF" and int.from_bytes(head[16:18], "little" if head[5] == 1 else "big") == 3
+
+
 def libraries(build_dir: str) -> list[str]:
     """Every shared library in the build folder (regular files only: the folder was brought back by
-    `builds.import_tree`, which keeps no links)."""
-    return sorted(str(p) for p in Path(build_dir).rglob("*.so") if p.is_file() and not p.is_symlink())
+    `builds.import_tree`, which keeps no links): by content, not by name, so a library the compile child
+    left as `payload.bin` for a later `dlopen` is judged too."""
+    return sorted(str(p) for p in Path(build_dir).rglob("*") if p.is_file() and not p.is_symlink()
+                  and (p.suffix == ".so" or _shared_object(p)))
 
 
 def check_build(build_dir: str) -> list[Violation]:

@@ -2,7 +2,7 @@
 
 Modes:
 - `compile`: import the candidate (its `load_inline` calls build into TORCH_EXTENSIONS_DIR) and check that
-  it defines a `ModelNew` class.
+  it defines a `ModelNew` class. The outcome goes to the parent over its report pipe, like the run child's.
 - `reference`: run only the task's trusted `Model`: build the input sets and the timing sets from the parent's
   seeds, compute reference outputs at full precision (TF32 off), the hidden check calls' outputs, time the
   reference. Writes `inputs.pt` and `reference.pt`. With `paired` in the job (CPU), both children time in
@@ -15,8 +15,10 @@ Modes:
   threads are counted again (`dynamic:threads`). Each call's output and arguments afterwards (correctness,
   check and verification calls) go to the parent over its report pipe as soon as the call returns, the final
   report last (`kernelbench.report`); the parent compares. This child never sees reference outputs.
-The compile and reference children write `result.json` echoing the job's nonce; every child ends with
-`os._exit` right after reporting. Anything else a child prints is only a log tail.
+The compile and run children report over the parent's pipe (`kernelbench.report`), echoing the job's nonce;
+the reference child, which runs only trusted task code, writes `result.json` (`read_result`). Every child
+ends with `os._exit` right after reporting, whatever happened before. Anything else a child prints is only
+a log tail.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any
 
 from kernelbench import timing  # noqa: F401  (first: captures the timers before any candidate code runs)
 from kernelbench import sandbox  # noqa: E402
+from kernelbench import build_manifest  # noqa: E402
 
 RESULT_FILE = "result.json"
 MAX_RESULT_BYTES = 4 * 1024 * 1024
@@ -72,7 +75,13 @@ def progress(mark: str, close: bool = False) -> None:
 
 
 def read_result(scratch: str, nonce: str = "") -> dict[str, Any]:
-    """The child's result.json, or {} when it is missing, oversized, malformed or carries the wrong nonce."""
+    """The reference child's result.json, or {} when it is missing, oversized, malformed or carries the wrong nonce.
+
+    For the reference only: no candidate code ever runs in that child (it imports the task's module, never a
+    candidate's), and its scratch folder is out of every candidate's reach while the parent reads it: the
+    run child of the same slot starts only after the parent has read it (one after the other), and in paired
+    timing the reference runs as a second slot's uid in a 0700 folder (and, under bubblewrap, outside the
+    candidate's private /tmp). Children that run candidate code report over the parent's pipe instead."""
     path = os.path.join(scratch, RESULT_FILE)
     try:
         if os.path.getsize(path) > MAX_RESULT_BYTES:
@@ -251,18 +260,46 @@ def run_reference(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
     return result
 
 
+MAX_ERROR_CHARS = 1 << 20
+"""Most characters of an import error the compile child reports (a compiler log inside torch's message)."""
+
+
 def run_compile(job: dict[str, Any], scratch: str, reporter: Any = None) -> dict[str, Any]:
+    """Import the candidate (which builds it). The outcome is returned to `main`, which sends it over the
+    parent's pipe and ends the process: the old `result.json` in this scratch folder stayed writable by the
+    candidate's code (a thread, or an `atexit` handler once the child left through an exception) after it
+    was written. Whether `ModelNew` is a class is read from the module's dict (no module `__getattr__`);
+    an import error's message is the candidate's own code (`__str__`), read once and guarded (`_text`)."""
     from kernelbench import builds
 
+    if reporter is None:
+        raise RuntimeError("the compile child needs the parent's report pipe (job field report_fd)")
     builds.patch_load_inline(job["device"], job.get("pch_dir", ""))
     progress(sandbox.UNTRUSTED, close=True)
     try:
         module = import_candidate(os.path.join(scratch, job["candidate"]))
     except BaseException as e:  # SystemExit too: whatever stops the import is the candidate's compile fault
-        return {"ok": False, "phase": "import", "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]}
-    if not isinstance(getattr(module, "ModelNew", None), type):
+        error = _text(e)
+        return {"ok": False, "phase": "import", "error": error[:MAX_ERROR_CHARS // 2] + error[-MAX_ERROR_CHARS // 2:]
+                if len(error) > MAX_ERROR_CHARS else error, "traceback": _traceback_tail()}
+    if not _isinstance(module.__dict__.get("ModelNew"), type):
         return {"ok": False, "phase": "format", "error": "the candidate defines no class ModelNew"}
     return {"ok": True}
+
+
+def _text(e: BaseException) -> str:
+    """`Type: message` of an exception the candidate raised; its `__str__` is candidate code and may raise."""
+    try:
+        return f"{type(e).__name__}: {e}"
+    except BaseException:
+        return f"{type(e).__name__}: <the exception's message could not be read>"
+
+
+def _traceback_tail() -> str:
+    try:
+        return traceback.format_exc()[-3000:]
+    except BaseException:
+        return ""
 
 
 def os_threads() -> int:
@@ -271,11 +308,26 @@ def os_threads() -> int:
 
 
 def _warm_up(device: str) -> None:
-    """Let torch create its lazily started threads (pools, CUDA driver threads) before the baseline count."""
+    """Let torch create its lazily started threads (pools, CUDA driver threads) before the baseline count.
+
+    On CUDA, also call once what the phases after `refuse_new_tasks` call: the context (the driver starts its
+    threads with it), a cuBLAS handle, a kernel drawing from a device generator (`timing.load_perturbed`),
+    a pair of timed events. A runtime that starts a helper thread on first use starts it here, before the
+    thread count and the refusal, rather than inside an honest candidate's forward, where it could not."""
     import torch
 
     a = torch.ones(64, 64, device=device)
     torch.relu(a @ a).sum().item()
+    if device == "cuda":
+        generator = torch.Generator(device=device)
+        generator.manual_seed(0)
+        torch.rand(64, device=device, generator=generator)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        a.add_(1.0)
+        end.record()
+        end.synchronize()
+        start.elapsed_time(end)
     _sync(device)
 
 
@@ -357,10 +409,11 @@ def harness_holders(kernel_calls: Any, op_policy: Any) -> list[tuple[str, Any]]:
     import torch.utils._python_dispatch as python_dispatch
     import torch.utils.cpp_extension as cpp_extension
 
-    from kernelbench import builds, inputs, report, sandbox
+    from kernelbench import build_manifest, builds, inputs, report, sandbox
 
     modules = [builtins, time, os, os.path, json, threading, traceback, types, torch, torch.cuda, torch.serialization,
                python_dispatch, cpp_extension, timing, inputs, builds, report, sandbox, sys.modules[__name__]]
+    modules += [build_manifest]
     modules += [kernel_calls, op_policy]
     classes = [torch.Tensor, torch.cuda.Event, python_dispatch.TorchDispatchMode, timing.Timers, Snapshot]
     classes += [v for m in modules if m.__name__.startswith("kernelbench.") for v in vars(m).values()
@@ -400,6 +453,8 @@ def run_candidate(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
     os.unlink(inputs_path)  # gone before candidate code runs
     kernel_calls.install(triton=bool(job.get("triton")))
     builds.patch_load_inline(device, job.get("pch_dir", ""))
+    # no compiler runs here: a load must find the build the compile stage left and the parent recorded
+    build_manifest.refuse_builds(job.get("build_manifest") or {}, os.environ.get("TORCH_EXTENSIONS_DIR", scratch))
     # Captured references: the phases below call these locals, never a module attribute the candidate can rebind.
     snapshot = Snapshot(harness_holders(kernel_calls, op_policy))
     audit, measure, flatten, sync, active = _audit, timing.measure, flatten_output, _sync, threading.active_count
@@ -561,21 +616,41 @@ MemoryError whose message is `std::bad_alloc`), torch's CUDA OOM, cuBLAS / CUDA 
 
 
 def _describe(e: BaseException) -> dict[str, Any]:
-    text = f"{type(e).__name__}: {e}"
+    text = _text(e)
     oom = isinstance(e, MemoryError) or any(m in text.lower() for m in OOM_MARKERS)
-    return {"error": text[:4000], "error_type": type(e).__name__, "oom": oom, "traceback": traceback.format_exc()[-3000:]}
+    return {"error": text[:4000], "error_type": type(e).__name__, "oom": oom, "traceback": _traceback_tail()}
 
 
 MODES = {"compile": run_compile, "reference": run_reference, "run": run_candidate}
 
 
 _exit, _flush_out, _flush_err = os._exit, sys.stdout.flush, sys.stderr.flush
-"""Captured at import, before any candidate code: how the child ends."""
+_isinstance = isinstance
+"""Captured at import, before any candidate code: how the child ends, and the builtin the compile child's
+format check calls (a candidate can rebind `builtins.isinstance`)."""
+_refused = build_manifest.REFUSED
 
 
 def main(argv: list[str]) -> int:
-    """Run the job, report, and end through `os._exit`: no `atexit` handler, no C++ static destructor and no
-    Python finaliser of candidate code runs after the report (they once rewrote the result files)."""
+    """Run the job, report, and end through `os._exit` on every path: no `atexit` handler, no C++ static
+    destructor and no Python finaliser of candidate code runs after the report (they once rewrote the result
+    files), and nothing the candidate raises (an exception whose `__str__` raises too) lets the child fall
+    through to the interpreter's normal exit, which would run them."""
+    end, flush_out, flush_err = _exit, _flush_out, _flush_err  # locals: the candidate may rebind the globals
+    code = 3
+    try:
+        code = _main(argv)
+    finally:
+        try:
+            flush_out()
+            flush_err()
+        except BaseException:
+            pass
+        end(code)
+    return code  # not reached
+
+
+def _main(argv: list[str]) -> int:
     from kernelbench import report
 
     scratch = argv[1]
@@ -585,37 +660,37 @@ def main(argv: list[str]) -> int:
     os.unlink(job_path)
     progress(sandbox.STARTED, close=job.get("mode") == "reference")  # the reference runs only trusted code
     nonce = job.get("nonce", "")
-    # the run child's verdicts travel over the parent's pipe (kernelbench.report); opened before candidate code
+    # the compile and run children's verdicts travel over the parent's pipe (kernelbench.report); opened
+    # (and its write function captured) before any candidate code runs
     reporter = report.Reporter(int(job["report_fd"])) if "report_fd" in job else None
+    refused = _refused  # the run child's refused builds (`build_manifest`), held before candidate code runs
     try:
         result = MODES[job["mode"]](job, scratch, reporter)
     except BaseException as e:  # SystemExit / KeyboardInterrupt from candidate code are its faults, reported
-        result = {"ok": False, "phase": _phase_of(e), **_describe(e)}
+        try:
+            result = {"ok": False, "phase": _phase_of(e), **_describe(e)}
+        except BaseException:
+            result = {"ok": False, "phase": "unknown", "error": "an error whose description failed"}
     result["nonce"] = nonce
-    code = 0
+    if job.get("mode") == "run":  # refusals are reported even when the candidate caught the error
+        result["build_refused"] = list(refused)
     try:
         if reporter is not None:
             reporter.send_result(result)
-        else:  # the compile and reference children: a file in their scratch folder
+        else:  # the reference child (trusted code only): a file in its scratch folder (`read_result`)
             tmp = os.path.join(scratch, RESULT_FILE + ".tmp")
             with open(tmp, "w") as f:
                 json.dump(result, f, default=str)
             os.replace(tmp, os.path.join(scratch, RESULT_FILE))
     except BaseException:
-        code = 3
+        return 3
     after = job.get(AFTER_REPORT)
-    if code == 0 and callable(after):  # the profiled call (run child): nothing it does can reach the report
+    if callable(after):  # the profiled call (run child): nothing it does can reach the report
         try:
             after()
         except BaseException:
             pass
-    try:
-        _flush_out()
-        _flush_err()
-    except BaseException:
-        pass
-    _exit(code)
-    return code  # not reached
+    return 0
 
 
 def _phase_of(e: BaseException) -> str:

@@ -241,6 +241,8 @@ BUILD_ATTACKS = {  # judged from the build or the build step's effects on the ho
     "cpp_namespace_alias.py": "build:dispatch_bypass",
     "build_symlink.py": "static:cpp_io_or_syscalls",
     "pch_flood.py": "",
+    "compile_forges_outcome.py": "static:forbidden_import",
+    "build_in_init.py": "dynamic:build_outside_compile_stage",
 }
 
 
@@ -416,6 +418,17 @@ def test_dispatch_bypass_judged_from_the_build(build_cache_dir):
     assert_zero(result)
 
 
+@pytest.mark.parametrize("static", [True, False], ids=["static_on", "static_off"])
+def test_no_library_is_built_in_the_run_stage(build_cache_dir, static):
+    """`load_inline` of `namespace fast = at::cpu; fast::mm` in `ModelNew.__init__`: the compile stage builds
+    nothing, so the symbol check has nothing to judge; the run child must refuse to build it (no compiler
+    runs there), with static checks on (no rule matches the alias) and off."""
+    result = evaluate(TASKS["linear"], source("build_in_init.py"), config(build_cache_dir, static_checks=static))
+    assert result.status == REJECTED and BUILD_ATTACKS["build_in_init.py"] in result.flags, describe(result)
+    assert "nothing was built in adv_late" in result.feedback, describe(result)
+    assert_zero(result)
+
+
 def test_build_step_never_follows_a_planted_link(build_cache_dir, tmp_path):
     """The compile child plants `ext/planted -> VICTIM` at import; a second file over the same build starts
     another compile of the entry. Nothing outside the sandbox may change, and no link reaches the entry."""
@@ -439,6 +452,29 @@ def test_build_step_never_follows_a_planted_link(build_cache_dir, tmp_path):
     ext = entries.pop()
     assert not [p for p in ext.rglob("*") if p.is_symlink()], "a link came back into the build entry"
     assert all((victim / n).read_text() == "precious\n" for n in ("lock", "other"))
+
+
+def test_compile_outcome_cannot_be_faked(build_cache_dir):
+    """A build that fails, and an `atexit` handler registered at import that rewrites the compile child's
+    result file to claim success, reached by an exception whose message cannot be read (the harness's own
+    reporting raised, and the child used to leave through the interpreter's normal exit). The outcome
+    travels over the parent's pipe and the child ends with `os._exit`: a compile error, never compiled,
+    cached as one, and the error the harness itself reported."""
+    import json
+
+    from kernelbench.builds import cache_key, source_key
+
+    src = source("compile_forges_outcome.py")
+    assert_static_reject(evaluate(TASKS["relu"], src, config(build_cache_dir)),
+                         (BUILD_ATTACKS["compile_forges_outcome.py"], "static:try_except"))
+    result = evaluate(TASKS["relu"], src, config(build_cache_dir, static_checks=False))
+    assert result.status == COMPILE_ERROR and not result.compiled, describe(result)
+    assert "Unreadable: <the exception's message could not be read>" in result.feedback, describe(result)
+    assert "without a result" not in result.feedback, describe(result)
+    outcome = Path(build_cache_dir, cache_key(src, "cpu"), "imports", source_key(src, "cpu") + ".json")
+    assert json.loads(outcome.read_text())["status"] == "compile_error"
+    assert not Path(build_cache_dir, cache_key(src, "cpu"), "built").exists()
+    assert_zero(result)
 
 
 def _pch_variants() -> set[str]:

@@ -13,7 +13,7 @@ import pytest
 
 from kernelbench.config import EvalConfig
 from kernelbench.evaluate import evaluate
-from kernelbench.result import INCORRECT, REJECTED, EvalResult
+from kernelbench.result import CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR, EvalResult
 from kernelbench.task import Task
 
 pytestmark = pytest.mark.gpu
@@ -60,7 +60,8 @@ def assert_zero(result: EvalResult) -> None:
 
 
 @pytest.mark.parametrize("name, flag", [("cuda_side_stream.py", "static:side_streams"),
-                                        ("cuda_patch_event.py", "static:timer_or_torch_patching")])
+                                        ("cuda_patch_event.py", "static:timer_or_torch_patching"),
+                                        ("cuda_thread_forward.py", "static:threads_or_processes")])
 def test_static_checks_reject(name, flag, build_cache_dir):
     result = run(build_cache_dir, name)
     assert result.status == REJECTED and flag in result.flags and not result.compiled, describe(result)
@@ -92,4 +93,18 @@ def test_reused_output_memory_is_not_the_answer(build_cache_dir):
 def test_zeroed_inputs_detected(build_cache_dir):
     result = run(build_cache_dir, "cuda_zero_inputs.py")
     assert result.status == INCORRECT and "modified in place" in result.feedback, describe(result)
+    assert_zero(result)
+
+
+def test_new_threads_refused_on_cuda_while_an_honest_kernel_stays_correct(build_cache_dir):
+    """The run child refuses every new thread and process after `__init__` on CUDA too. The CUDA context, the
+    driver's threads, a cuBLAS handle and a first launch exist before the refusal (`worker._warm_up`), so an
+    honest load_inline kernel is still correct; a kernel that launches from a `std::thread` in forward is not
+    allowed to start it (a `runtime_error`, not a hidden thread)."""
+    honest = evaluate(TASK, (Path(__file__).parent / "fixtures" / "core" / "cuda_relu.py").read_text(),
+                      config(build_cache_dir, static_checks=False))
+    assert honest.status == CORRECT and honest.score > 0, describe(honest)
+    result = run(build_cache_dir, "cuda_thread_forward.py", static_checks=False)
+    assert result.status == RUNTIME_ERROR, describe(result)
+    assert "Resource temporarily unavailable" in result.feedback, describe(result)
     assert_zero(result)

@@ -384,3 +384,51 @@ def test_pch_is_built_sandboxed_and_brought_back_as_a_regular_file(tmp_path):
     linked = tmp_path / "linked.gch"
     assert not builds.build_pch_sandboxed(["ln", "-s", str(tmp_path / "outside"), "out.gch"], "out.gch", linked)
     assert not linked.exists() and (tmp_path / "outside").read_text() == "host file"
+
+
+PYTHON_ONLY = '''
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x
+'''
+FORGE_FRAME = '''
+import json
+import os
+import stat
+import struct
+
+payload = json.dumps({"ok": True}).encode()
+for name in os.listdir("/proc/self/fd"):
+    try:
+        if stat.S_ISFIFO(os.fstat(int(name)).st_mode):
+            os.write(int(name), b"KAR1" + struct.pack(">IHQ", 0, 6, len(payload)) + b"result" + payload)
+    except OSError:
+        pass
+''' + PYTHON_ONLY
+RESULT_FILE_THEN_EXIT = '''
+import json
+import os
+
+with open("result.json", "w") as f:
+    json.dump({"ok": True}, f)
+os._exit(0)
+''' + PYTHON_ONLY
+
+
+@pytest.mark.parametrize("src,status,text", [
+    (PYTHON_ONLY, "ok", ""),
+    # a frame of the candidate's own (no nonce), then the harness's: the pipe carries two reports
+    (FORGE_FRAME, "rejected", "report channel carried bytes after the final report"),
+    # the old file channel believed this (its reader checked no nonce): no report on the pipe, no result
+    (RESULT_FILE_THEN_EXIT, "compile_error", "without a result"),
+], ids=["honest", "forged_frame", "result_file_then_exit"])
+def test_compile_outcome_comes_only_from_the_parents_pipe(tmp_path, src, status, text):
+    """The compile child's outcome is the one report the harness sends over the parent's pipe with the job's
+    nonce; a result file in its scratch folder or frames of the candidate's own never make a build `ok`."""
+    out = builds.build(src, EvalConfig(build_cache_dir=str(tmp_path)))
+    assert out.status == status and text in out.error_text, out.error_text
+    cached = [json.loads(p.read_text())["status"] for p in Path(out.entry_dir, "imports").glob("*.json")]
+    assert cached == ([] if status == "rejected" else [status])  # a tampered report is never cached
