@@ -908,8 +908,12 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
 
 
 def child_env(config: EvalConfig, extensions_dir: str, jobs: int = 0) -> tuple[tuple[str, str], ...]:
+    # KMP_BLOCKTIME=0: libomp's (clang's OpenMP) workers otherwise spin for 200 ms after every parallel
+    # region; that spinning is runnable time no trial accounts for, and paired timing's unaccounted-time rule
+    # (paired.busiest_thread_s) read it as hidden work, rejecting an honest clang `-fopenmp` kernel as
+    # `timing_inconsistent` (tests/test_builds.py). 0: they sleep at once, as libgomp's (torch's) do soon.
     env = [("TORCH_EXTENSIONS_DIR", extensions_dir), ("OMP_NUM_THREADS", str(config.threads)),
-           ("MAX_JOBS", str(jobs or max(1, (os.cpu_count() or 2) // 2)))]
+           ("KMP_BLOCKTIME", "0"), ("MAX_JOBS", str(jobs or max(1, (os.cpu_count() or 2) // 2)))]
     if config.device == "cuda" and cuda_arch_list():
         env.append(("TORCH_CUDA_ARCH_LIST", cuda_arch_list()))
     from kernelbench import nvrtc, triton_kernels
