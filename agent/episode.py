@@ -20,14 +20,14 @@ from typing import Any, Callable, Iterable, Protocol
 from agent.parsing import format_error_result, parse_response
 from agent.policy import Completion, Conversation, Policy, SamplingConfig
 from agent.prompts import Attempt, PromptSettings, build_messages
-from kernelbench.result import CORRECT, EvalResult
-from kernelbench.task import Task
+from kernelbench.harness.result import CORRECT, EvalResult
+from kernelbench.tasks.task import Task
 
 log = logging.getLogger(__name__)
 
 
 class SubmitsEvaluations(Protocol):
-    """What the runner needs of an evaluator (`kernelbench.evaluator.Evaluator` is one)."""
+    """What the runner needs of an evaluator (`kernelbench.executors.evaluator.Evaluator` is one)."""
 
     def submit(self, task: Task, candidate_src: str) -> Future: ...
 
@@ -320,7 +320,7 @@ class EpisodeRunner:
 def _result_of(fut: Future) -> EvalResult:
     """The evaluator's verdict; an evaluator that raised is recorded as a flagged runtime error rather
     than ending a long run (DESIGN.md: faults are results)."""
-    from kernelbench.evaluator import HarnessBroken
+    from kernelbench.executors.evaluator import HarnessBroken
 
     try:
         return fut.result()

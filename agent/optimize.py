@@ -24,9 +24,9 @@ from agent.policy import Policy, SamplingConfig, make_policy
 from agent.prompts import PromptSettings
 from agent.report import Best, write_report
 from agent.strategies import SearchBudget, search
-from kernelbench.problem import REQUIRED
-from kernelbench.result import CORRECT
-from kernelbench.task import Task
+from kernelbench.tasks.problem import REQUIRED
+from kernelbench.harness.result import CORRECT
+from kernelbench.tasks.task import Task
 
 
 class ProblemFileError(ValueError):
@@ -187,8 +187,8 @@ def optimize(config: OptimizeConfig, *, policy: Policy | None = None, evaluator:
         policy = make_policy(config.backend, config.model, base_url=config.base_url, device=config.device)
     own_evaluator = evaluator is None
     if own_evaluator:
-        from kernelbench.config import EvalConfig
-        from kernelbench.executor import make_evaluator
+        from kernelbench.harness.config import EvalConfig
+        from kernelbench.executors.executor import make_evaluator
 
         evaluator = make_evaluator(EvalConfig(device=config.device, size=size, op_policy=task.op_policy,
                                               profile=config.profile),

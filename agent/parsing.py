@@ -11,7 +11,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from kernelbench.result import FORMAT_ERROR, EvalResult
+from kernelbench.harness.result import FORMAT_ERROR, EvalResult
 
 SUMMARY_MAX_CHARS = 1500
 """Longer summaries are cut: the summary stands in for the chain of thought and must stay short."""

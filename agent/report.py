@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from agent.episode import Trajectory, Turn
-from kernelbench.result import CORRECT, EvalResult
-from kernelbench.roofline import describe
+from kernelbench.harness.result import CORRECT, EvalResult
+from kernelbench.harness.roofline import describe
 
 CHART_NAME = "best_speedup.png"
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from agent.episode import EpisodeRunner, Job, Trajectory
-from kernelbench.task import Task
+from kernelbench.tasks.task import Task
 
 STRATEGIES = ("parallel", "beam")
 

@@ -1,5 +1,5 @@
 """Checks the commands make before any work: inputs that must fail early with one clear line, and the
-harness preflight (kernelbench.preflight). Each raises `UsageError` (exit 2) or `ServerError` (exit 3)."""
+harness preflight (kernelbench.harness.preflight). Each raises `UsageError` (exit 2) or `ServerError` (exit 3)."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def model_server(url: str, model: str, timeout_s: float = 10.0) -> None:
 
 
 def run_preflight(eval_config, *, executor: str = "local", ray_address: str = "", say=None) -> None:
-    """The harness preflight (`kernelbench.preflight`); `PreflightFailed` reaches `cli.main` (exit 4)."""
-    from kernelbench.preflight import preflight
+    """The harness preflight (`kernelbench.harness.preflight`); `PreflightFailed` reaches `cli.main` (exit 4)."""
+    from kernelbench.harness.preflight import preflight
 
     preflight(eval_config, executor=executor or "local", ray_address=ray_address or "", say=say)

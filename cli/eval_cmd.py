@@ -42,7 +42,7 @@ def add_profile_option(p: argparse.ArgumentParser) -> None:
 
 def resolve_task(spec: str):
     """A path to a problem file, else a task id through the catalog."""
-    from kernelbench.task import Task
+    from kernelbench.tasks.task import Task
 
     if not os.path.exists(spec) and (spec.endswith(".py") or spec.startswith(("/", "./", "../", "~"))):
         raise UsageError(f"--task {spec}: file not found")
@@ -54,7 +54,7 @@ def resolve_task(spec: str):
             raise UsageError(f"cannot read task file {spec}: {e}") from None
         policy = "strict"
         try:
-            from kernelbench.catalog import inspect_source
+            from kernelbench.tasks.catalog import inspect_source
 
             policy = inspect_source(source).op_policy or "strict"
         except ImportError:
@@ -63,7 +63,7 @@ def resolve_task(spec: str):
         return Task(id=f"file:{name}", level=1, name=name, origin=f"file:{spec}", source=source,
                     path=os.path.abspath(spec), op_policy=policy)
     try:
-        from kernelbench.catalog import find_task
+        from kernelbench.tasks.catalog import find_task
     except ImportError:
         raise UsageError(f"no task file {spec!r} (and no task catalog to look ids up in)") from None
     try:
@@ -88,9 +88,9 @@ def _summary(task_id: str, r) -> str:
 def compile_only_result(check, src: str):
     """The nvcc check as an `EvalResult`, the shape every other evaluation prints: `compiled` and the status
     (`correct` is never claimed: nothing ran), the static checks' flags, the compile time, the log."""
-    from kernelbench import sandbox, static_checks
-    from kernelbench.feedback import render
-    from kernelbench.result import COMPILE_ERROR, COMPILED, REJECTED, Conditions, EvalResult
+    from kernelbench.harness import sandbox, static_checks
+    from kernelbench.harness.feedback import render
+    from kernelbench.harness.result import COMPILE_ERROR, COMPILED, REJECTED, Conditions, EvalResult
 
     reasons = {v.flag: v.reason for v in static_checks.check_source(src, "cuda")}
     status = COMPILE_ERROR if not check.ok else (REJECTED if reasons else COMPILED)
@@ -101,7 +101,7 @@ def compile_only_result(check, src: str):
 
 
 def _compile_only(args, src: str) -> int:
-    from kernelbench.builds import nvcc_compile_check
+    from kernelbench.harness.builds import nvcc_compile_check
 
     try:
         check = nvcc_compile_check(src)
@@ -130,9 +130,9 @@ def run(args: argparse.Namespace) -> int:
     if args.compile_only:
         return _compile_only(args, src)
     task = resolve_task(args.task)
-    from kernelbench.config import EvalConfig
-    from kernelbench.evaluate import HarnessError, evaluate
-    from kernelbench.task import TaskFormatError
+    from kernelbench.harness.config import EvalConfig
+    from kernelbench.harness.evaluate import HarnessError, evaluate
+    from kernelbench.tasks.task import TaskFormatError
 
     config = EvalConfig(device=args.device, size=args.size or args.device.replace("cuda", "gpu"),
                         op_policy=args.op_policy or "", build_cache_dir=args.cache_dir, profile=args.profile)

@@ -4,7 +4,7 @@
 A thin layer: each subcommand lives in `cli/<name>_cmd.py` with `add_parser(subparsers)` and `run(args)`,
 imported only when chosen so that `kernel-agent tasks list` does not pay for transformers or trl.
 Bad arguments exit 2 with a one-line reason; a model server that cannot be used exits 3; a broken harness
-(its preflight failed, or `harness_error` results kept coming: `kernelbench.evaluator.HarnessBroken`) exits 4
+(its preflight failed, or `harness_error` results kept coming: `kernelbench.executors.evaluator.HarnessBroken`) exits 4
 with one line naming the cause.
 """
 

@@ -107,7 +107,7 @@ def _check_before_work(args: argparse.Namespace) -> None:
 
     from cli import checks
     from cli.main import UsageError
-    from kernelbench.config import EvalConfig
+    from kernelbench.harness.config import EvalConfig
 
     from agent.optimize import ProblemFileError, read_user_task
 

@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     checks.positive(args.max_steps, "--steps")
     checks.out_folder(args.out)
     if args.tasks:
-        from kernelbench.catalog import OriginError, find_task
+        from kernelbench.tasks.catalog import OriginError, find_task
 
         for task_id in (t.strip() for t in args.tasks.split(",") if t.strip()):
             try:

@@ -20,9 +20,9 @@ from dataclasses import replace
 from typing import Any
 
 from cli.main import UsageError
-from kernelbench.catalog import OriginError, find_task, inspect_source, load_tasks
-from kernelbench.splits import CHOICES, split_of
-from kernelbench.task import Task, TaskFormatError
+from kernelbench.tasks.catalog import OriginError, find_task, inspect_source, load_tasks
+from kernelbench.tasks.splits import CHOICES, split_of
+from kernelbench.tasks.task import Task, TaskFormatError
 
 SHOW_SEED = 0
 """Seed for the `get_inputs()` draw that `tasks show` reports (shapes do not depend on it)."""
@@ -65,7 +65,7 @@ def _list(args: argparse.Namespace) -> int:
         raise UsageError(f"{e}{hint}") from None
     records = [task_record(t) for t in tasks]
     if args.size == "cpu":
-        from kernelbench.cpu_size_records import cpu_size_of
+        from kernelbench.tasks.cpu_size_records import cpu_size_of
 
         for r, t in zip(records, tasks):
             r["cpu_size"] = cpu_size_of(t)
@@ -130,7 +130,7 @@ def draw_inputs(problem: Any) -> tuple[list[Any], list[Any]]:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from kernelbench.problem import load_problem
+    from kernelbench.tasks.problem import load_problem
 
     try:
         task = find_task(args.id, args.source)

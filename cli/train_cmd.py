@@ -49,7 +49,7 @@ def _load(kind, preset: str, section: str, overrides: dict | None = None):
 def preflight_of(config) -> None:
     """The harness preflight with the run's harness settings (before the warm start or any model work)."""
     from cli import checks
-    from kernelbench.config import EvalConfig
+    from kernelbench.harness.config import EvalConfig
 
     checks.device(config.device)
     checks.run_preflight(EvalConfig(device=config.device, size=getattr(config, "eval_size", "") or config.device.replace("cuda", "gpu"),
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
                                                   "max_in_flight": args.max_in_flight, "language": args.language,
                                                   "trackers": [args.report_to] if args.report_to else None})
     from evals.tracking import TrackerError, require_tracker
-    from kernelbench.executor import EXECUTORS
+    from kernelbench.executors.executor import EXECUTORS
 
     try:
         for name in config.trackers:

@@ -5,14 +5,14 @@ conditions as the kernel: that is the speedup the agent is scored on). `torch.co
 matter: compiling the reference costs tens of seconds per task, so a benchmark measures it once per
 (task, size, device name, torch version) and keeps it in a JSON file; `--refresh-baselines` measures
 again. The baseline is measured by the harness's own trusted reference child
-(`kernelbench.evaluate.run_reference`, with `time_compile_baseline`), so eager and compiled times come
+(`kernelbench.harness.evaluate.run_reference`, with `time_compile_baseline`), so eager and compiled times come
 from one process under one set of conditions.
 
 How a kernel's `torch.compile` speedup is derived from the cache: the cached *ratio* compile/eager is
 applied to the eager time measured beside the kernel, `compile_ref_ms = ref_runtime_ms · compile_ms /
 eager_ms`, and to the kernel's speedup, `speedup_vs_compile = speedup · compile_ms / eager_ms` (equal to
 `compile_ref_ms / runtime_ms` when the two were timed one after the other; on CPU `speedup` is the paired
-figure, steadier than a ratio of medians, see `kernelbench.paired`). A ratio measured in one process
+figure, steadier than a ratio of medians, see `kernelbench.harness.paired`). A ratio measured in one process
 survives clock and load drift between the baseline run and the evaluation better than a raw time would.
 """
 
@@ -26,9 +26,9 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from kernelbench.config import EvalConfig
-from kernelbench.result import CORRECT, EvalResult
-from kernelbench.task import Task
+from kernelbench.harness.config import EvalConfig
+from kernelbench.harness.result import CORRECT, EvalResult
+from kernelbench.tasks.task import Task
 
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "kernel-agent", "baselines.json")
 
@@ -103,16 +103,16 @@ class BaselineCache:
 
 def device_identity(device: str) -> tuple[str, str]:
     """(device name, torch version) as the harness records them in `Conditions`."""
-    from kernelbench import telemetry
+    from kernelbench.harness import telemetry
 
     return telemetry.read(device).device_name, telemetry.versions()[0]
 
 
 def measure(task: Task, config: EvalConfig, with_compile: bool = True) -> Baseline:
     """Time the task's reference, eager and optionally `torch.compile`, in the harness's reference child."""
-    from kernelbench import sandbox, telemetry
-    from kernelbench.evaluate import policy_of, run_reference
-    from kernelbench.inputs import draw_seeds
+    from kernelbench.harness import sandbox, telemetry
+    from kernelbench.harness.evaluate import policy_of, run_reference
+    from kernelbench.harness.child.inputs import draw_seeds
 
     cfg = replace(config, time_compile_baseline=with_compile)
     seeds = draw_seeds(cfg.correctness_trials, cfg.extra_distribution_trials)

@@ -18,8 +18,8 @@ from typing import Any, Callable
 
 from evals import baselines as bl
 from evals.runner import BenchError, ResultsLog, make_record, record_key
-from kernelbench.result import EvalResult
-from kernelbench.task import Task
+from kernelbench.harness.result import EvalResult
+from kernelbench.tasks.task import Task
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ def load_source(from_dir: str) -> ReplaySource:
 
 def source_tasks(source: ReplaySource, level: int = 0, limit: int = 0) -> list[Task]:
     """The run's tasks, in the order they first appear, loaded again from their origins."""
-    from kernelbench.catalog import OriginError, load_tasks
+    from kernelbench.tasks.catalog import OriginError, load_tasks
 
     order: list[tuple[str, str]] = []
     for rec in source.records:
@@ -131,7 +131,7 @@ def run_replay(config, tasks: list[Task], todo: list[dict[str, Any]], evaluator,
 
 def _result_of(fut) -> EvalResult:
     """The harness's verdict; a harness failure on one kernel is recorded, not fatal to the replay."""
-    from kernelbench.evaluator import HarnessBroken
+    from kernelbench.executors.evaluator import HarnessBroken
 
     try:
         return fut.result()

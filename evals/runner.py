@@ -20,9 +20,9 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Iterable
 
 from evals import baselines as bl
-from kernelbench.config import EvalConfig
-from kernelbench.result import EvalResult
-from kernelbench.task import Task
+from kernelbench.harness.config import EvalConfig
+from kernelbench.harness.result import EvalResult
+from kernelbench.tasks.task import Task
 
 SPLITS = ("train", "heldout", "extra", "all")
 BACKENDS = ("hf", "vllm", "openai", "replay")
@@ -151,8 +151,8 @@ def _level_of(segment: str) -> int:
 
 def resolve_tasks(spec: str, level: int = 0, limit: int = 0) -> list[Task]:
     """The tasks a spec names, filtered by level and cut to `limit`; level-4 tasks needing weights are skipped."""
-    from kernelbench.catalog import OriginError, load_tasks
-    from kernelbench.splits import select
+    from kernelbench.tasks.catalog import OriginError, load_tasks
+    from kernelbench.tasks.splits import select
 
     origin, split, spec_level = parse_task_spec(spec)
     if level and spec_level and level != spec_level:
@@ -230,7 +230,7 @@ def prepare_out_dir(config: BenchConfig) -> list[dict[str, Any]]:
 
 
 def write_config(config: BenchConfig, tasks: list[Task], extra: dict[str, Any] | None = None) -> None:
-    from kernelbench import telemetry
+    from kernelbench.harness import telemetry
 
     torch_v, cuda_v = telemetry.versions()
     doc = {"bench": asdict(config), "eval": asdict(config.eval_config()),
@@ -383,7 +383,7 @@ def run_bench(config: BenchConfig, policy=None, say: Callable[[str], None] = pri
     from evals import replay
     from evals.metrics import compute_metrics
     from evals.report import write_report
-    from kernelbench.executor import make_evaluator
+    from kernelbench.executors.executor import make_evaluator
 
     if config.report_to:
         from evals.tracking import TrackerError, require_tracker

@@ -4,6 +4,6 @@ This package never imports model or training code. GPU-only libraries (cupy, cud
 imported lazily inside the functions that need them, so a CPU user never pays for or trips on them.
 """
 
-from kernelbench.task import Task, TaskFormatError
+from kernelbench.tasks.task import Task, TaskFormatError
 
 __all__ = ["Task", "TaskFormatError"]

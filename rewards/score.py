@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kernelbench.result import CORRECT, HARNESS_ERROR, EvalResult
+from kernelbench.harness.result import CORRECT, HARNESS_ERROR, EvalResult
 
 HARNESS_ERROR = "harness_error"
 """Status (or flag) of a result the harness failed to produce: its score is unknown, not 0."""

@@ -24,10 +24,10 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runs from a checkout, installed or not
-from kernelbench.config import EvalConfig  # noqa: E402
-from kernelbench.evaluate import evaluate  # noqa: E402
-from kernelbench.executor import make_evaluator  # noqa: E402
-from kernelbench.task import Task  # noqa: E402
+from kernelbench.harness.config import EvalConfig  # noqa: E402
+from kernelbench.harness.evaluate import evaluate  # noqa: E402
+from kernelbench.executors.executor import make_evaluator  # noqa: E402
+from kernelbench.tasks.task import Task  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "core"

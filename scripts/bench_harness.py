@@ -24,12 +24,12 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runs from a checkout, installed or not
-from kernelbench import builds, sandbox  # noqa: E402
-from kernelbench.catalog import find_task  # noqa: E402
-from kernelbench.config import EvalConfig  # noqa: E402
-from kernelbench.evaluate import evaluate  # noqa: E402
-from kernelbench.evaluator import Evaluator  # noqa: E402
-from kernelbench.task import Task  # noqa: E402
+from kernelbench.harness import builds, sandbox  # noqa: E402
+from kernelbench.tasks.catalog import find_task  # noqa: E402
+from kernelbench.harness.config import EvalConfig  # noqa: E402
+from kernelbench.harness.evaluate import evaluate  # noqa: E402
+from kernelbench.executors.evaluator import Evaluator  # noqa: E402
+from kernelbench.tasks.task import Task  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "core"
@@ -37,7 +37,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "core"
 TASK_SRC = ((FIXTURES / "relu_task.py").read_text().replace('"batch_size": 64, "dim": 1024', '"batch_size": 512, "dim": 4096')
             .replace("batch_size = 256", "batch_size = 4096"))
 TASK = Task(id="bench/relu", level=1, name="relu", origin="bench", source=TASK_SRC)
-COMPUTE_BOUND = ("L1/21_matmul_square", "kernelbench/solutions/cpu/L1/21_matmul_square.py")
+COMPUTE_BOUND = ("L1/21_matmul_square", "kernelbench/tasks/solutions/cpu/L1/21_matmul_square.py")
 """The CPU stability figure is read on a compute-bound candidate as well: on a shared 2-core VM the memory
 bandwidth an 8 MB ReLU gets drifts by +-30 % within one process (the median of 100 calls of torch.relu moved
 from 0.62 to 1.06 ms between consecutive blocks); paired timing cancels the drift between its rounds, not
@@ -162,7 +162,7 @@ def throughput(cfg: EvalConfig, cand: str, n: int) -> None:
     pool, which is what more workers speed up) and whole evaluations (compile pool feeding the run stage)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from kernelbench.evaluate import compile_stage
+    from kernelbench.harness.evaluate import compile_stage
 
     rates: dict[tuple[str, int], float] = {}
     for workers in (1, 2):

@@ -10,13 +10,13 @@ Launch:
     python3 scripts/check_solutions.py --triton --device cpu                # Triton ones, interpreted (correctness)
     python3 scripts/check_solutions.py --triton --device cuda --size gpu    # Triton ones compiled, on a GPU
 
-When the harness (`kernelbench.evaluate.evaluate`) is importable it judges each solution, with every check
+When the harness (`kernelbench.harness.evaluate.evaluate`) is importable it judges each solution, with every check
 it applies. Otherwise each solution runs in its own child process here: both models are built under the
 same seed, outputs are compared with allclose(atol=1e-4, rtol=1e-4), on every input configuration of the task
 (`INPUT_CONFIGS`; timed on the first), on randn inputs and on the same inputs
-scaled by 3 (not for kernelbench.solutions.SCALED_INPUTS_UNRELIABLE, whose fp32 reference is itself out of
+scaled by 3 (not for kernelbench.tasks.solutions.SCALED_INPUTS_UNRELIABLE, whose fp32 reference is itself out of
 tolerance there), and both forwards are timed (median, one intra-op thread on CPU). The compile-only check uses
-`kernelbench.builds.nvcc_compile_check` when present, else nvcc directly with a shim header for the one
+`kernelbench.harness.builds.nvcc_compile_check` when present, else nvcc directly with a shim header for the one
 generated file the CPU torch wheel lacks (see DESIGN.md, "Devices").
 """
 
@@ -37,8 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernelbench.builtin import load_builtin  # noqa: E402
-from kernelbench.solutions import SCALED_INPUTS_UNRELIABLE, Solution, list_solutions  # noqa: E402
+from kernelbench.tasks.builtin import load_builtin  # noqa: E402
+from kernelbench.tasks.solutions import SCALED_INPUTS_UNRELIABLE, Solution, list_solutions  # noqa: E402
 
 TOL = 1e-4
 SCALES = (1.0, 3.0)
@@ -50,11 +50,11 @@ CUDA_PRELUDE = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runt
 
 
 def harness_evaluate():
-    """`kernelbench.evaluate.evaluate` and `EvalConfig` when the harness is installed, else None."""
-    spec = importlib.util.find_spec("kernelbench.evaluate")
+    """`kernelbench.harness.evaluate.evaluate` and `EvalConfig` when the harness is installed, else None."""
+    spec = importlib.util.find_spec("kernelbench.harness.evaluate")
     if spec is None:
         return None
-    module = importlib.import_module("kernelbench.evaluate")
+    module = importlib.import_module("kernelbench.harness.evaluate")
     return getattr(module, "evaluate", None)
 
 
@@ -82,7 +82,7 @@ def child_main(task_id: str, solution_path: str, size: str, device: str, trials:
     """Build both models under one seed, compare on several inputs, time both; return a result row."""
     import torch
 
-    from kernelbench.problem import exec_source, load_problem
+    from kernelbench.tasks.problem import exec_source, load_problem
 
     torch.set_num_threads(1)
     task = next(t for t in load_builtin() if t.id == task_id)
@@ -135,7 +135,7 @@ def run_child(solution: Solution, size: str, device: str, build_dir: str, trials
 
 
 def run_harness(evaluate, solution: Solution, size: str, device: str, build_dir: str) -> dict:
-    from kernelbench.config import EvalConfig
+    from kernelbench.harness.config import EvalConfig
 
     task = next(t for t in load_builtin() if t.id == solution.task_id)
     extra = 0 if solution.task_id in SCALED_INPUTS_UNRELIABLE else EvalConfig().extra_distribution_trials
@@ -155,7 +155,7 @@ def captured_load_inline_args(source: str, filename: str) -> dict:
     """Execute a solution with load_inline replaced by a recorder, returning the keyword arguments it got."""
     import torch.utils.cpp_extension as cpp_extension
 
-    from kernelbench.problem import exec_source
+    from kernelbench.tasks.problem import exec_source
 
     seen: dict = {}
 
@@ -177,9 +177,9 @@ def nvcc_check(solution: Solution, shim_dir: str) -> dict:
     """Compile the solution's cuda_sources with nvcc (sm_90, torch headers), as load_inline would."""
     import torch.utils.cpp_extension as cpp_extension
 
-    builds = importlib.util.find_spec("kernelbench.builds")
+    builds = importlib.util.find_spec("kernelbench.harness.builds")
     if builds is not None:
-        module = importlib.import_module("kernelbench.builds")
+        module = importlib.import_module("kernelbench.harness.builds")
         check = getattr(module, "nvcc_compile_check", None)
         if check is not None:
             started = time.perf_counter()
@@ -243,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=30, help="timed calls per model (fallback checker)")
     parser.add_argument("--build-dir", default=os.path.join(tempfile.gettempdir(), "kernel-agent-solution-builds"))
     parser.add_argument("--checker", choices=("auto", "harness", "child"), default="auto",
-                        help="harness: kernelbench.evaluate; child: this script's own subprocess check; "
+                        help="harness: kernelbench.harness.evaluate; child: this script's own subprocess check; "
                              "auto: the harness when importable")
     parser.add_argument("--triton", action="store_true",
                         help="the Triton solutions (interpreted on --device cpu: correctness only; compiled on cuda)")
@@ -273,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         evaluate = harness_evaluate() if args.checker != "child" else None
         if args.checker == "harness" and evaluate is None:
-            parser.error("kernelbench.evaluate is not importable")
+            parser.error("kernelbench.harness.evaluate is not importable")
         rows = []
         for sol in solutions:
             if evaluate is not None:

@@ -5,7 +5,7 @@ Every timing check that can reject (paired timing's `timing_inconsistent`: the p
 unaccounted-time rule; the hidden check calls; the run timeout) must leave honest kernels `correct` when the
 machine is busy (training evaluates while it generates). This script keeps `--load` x nproc busy-loop
 processes running (2x by default: every core has two runnable processes besides the harness's), evaluates
-the reference solutions in kernelbench/solutions/cpu round-robin `--n` times through the real harness, prints
+the reference solutions in kernelbench/tasks/solutions/cpu round-robin `--n` times through the real harness, prints
 the count of non-correct results by status and flag, and exits 1 when there is any.
 
 Launch:
@@ -31,10 +31,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernelbench.builtin import load_builtin  # noqa: E402
-from kernelbench.config import EvalConfig  # noqa: E402
-from kernelbench.evaluate import compile_stage, run_stage  # noqa: E402
-from kernelbench.solutions import SCALED_INPUTS_UNRELIABLE, list_solutions  # noqa: E402
+from kernelbench.tasks.builtin import load_builtin  # noqa: E402
+from kernelbench.harness.config import EvalConfig  # noqa: E402
+from kernelbench.harness.evaluate import compile_stage, run_stage  # noqa: E402
+from kernelbench.tasks.solutions import SCALED_INPUTS_UNRELIABLE, list_solutions  # noqa: E402
 
 BUSY_LOOP = "while True:\n    pass\n"
 

@@ -6,10 +6,10 @@
     python3 scripts/kernelbench_cpu_sizes.py /path/to/KernelBench --recheck       # re-time the recorded sizes
     python3 scripts/kernelbench_cpu_sizes.py /path/to/KernelBench --report        # print the count only
 
-A CPU size is new values for a problem's module-level size constants (kernelbench/size_plan.py) at which
+A CPU size is new values for a problem's module-level size constants (kernelbench/tasks/size_plan.py) at which
 its reference forward takes 1-20 ms on one thread, aiming at 5 ms; each problem is searched in a
-sandboxed child with memory and CPU-time limits (kernelbench/size_probe.py), never at its GPU size. Results
-go to kernelbench/kernelbench_cpu_sizes.json (or --records) as each batch ends, merged under a lock, so a
+sandboxed child with memory and CPU-time limits (kernelbench/tasks/size_probe.py), never at its GPU size. Results
+go to kernelbench/tasks/kernelbench_cpu_sizes.json (or --records) as each batch ends, merged under a lock, so a
 stopped run resumes where it was and several runs over different `--levels`/`--only` can share the file.
 A problem whose text changed since its record is re-derived. Times are thread CPU time (a loaded machine
 inflates wall time, not this); re-time borderline ones with `--recheck --only ...` on a quiet machine.
@@ -25,10 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from kernelbench import cpu_size_records  # noqa: E402
-from kernelbench.cpu_size_records import RANGE_MS, CpuSizeRecord, record_key, source_sha  # noqa: E402
-from kernelbench.kernelbench_repo import load_kernelbench_repo  # noqa: E402
-from kernelbench.size_derivation import DeriveConfig, derive, to_derive  # noqa: E402
+from kernelbench.tasks import cpu_size_records  # noqa: E402
+from kernelbench.tasks.cpu_size_records import RANGE_MS, CpuSizeRecord, record_key, source_sha  # noqa: E402
+from kernelbench.tasks.kernelbench_repo import load_kernelbench_repo  # noqa: E402
+from kernelbench.tasks.size_derivation import DeriveConfig, derive, to_derive  # noqa: E402
 
 
 def select(path: str, levels: list[int], only: list[str]) -> list:
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("path", help="KernelBench checkout (its root or its KernelBench/ folder)")
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 2, 3], choices=(1, 2, 3))
     parser.add_argument("--only", nargs="*", default=[], help="ids (L1/19_ReLU) or substrings of ids")
-    parser.add_argument("--records", default="", help="records file (default kernelbench/kernelbench_cpu_sizes.json)")
+    parser.add_argument("--records", default="", help="records file (default kernelbench/tasks/kernelbench_cpu_sizes.json)")
     parser.add_argument("--rederive", action="store_true", help="derive again even where a current record exists")
     parser.add_argument("--recheck", action="store_true", help="re-time the recorded sizes instead of deriving")
     parser.add_argument("--report", action="store_true", help="derive nothing; print the count from the records")

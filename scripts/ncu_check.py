@@ -24,12 +24,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--task", default="L1/01_relu")
-    p.add_argument("--candidate", default=os.path.join(ROOT, "kernelbench", "solutions", "cuda", "L1", "01_relu.py"))
+    p.add_argument("--candidate", default=os.path.join(ROOT, "kernelbench", "tasks", "solutions", "cuda", "L1", "01_relu.py"))
     p.add_argument("--trials", type=int, default=20)
     p.add_argument("--dry-run", action="store_true", help="print the command and the ncu found, run nothing")
     args = p.parse_args()
     sys.path.insert(0, ROOT)
-    from kernelbench import ncu
+    from kernelbench.harness import ncu
 
     cmd = [sys.executable, "-m", "cli.main", "eval", "--task", args.task, "--candidate", args.candidate,
            "--device", "cuda", "--profile", "ncu", "--trials", str(args.trials), "--json"]

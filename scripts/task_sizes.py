@@ -26,10 +26,10 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 
-from kernelbench.problem import load_problem  # noqa: E402
-from kernelbench.task import Task  # noqa: E402
+from kernelbench.tasks.problem import load_problem  # noqa: E402
+from kernelbench.tasks.task import Task  # noqa: E402
 
-TASKS_DIR = ROOT / "kernelbench" / "builtin_tasks"
+TASKS_DIR = ROOT / "kernelbench" / "tasks" / "builtin_tasks"
 TARGET_MS = {"cpu": (0.0, 100.0), "gpu": (1.0, 15.0)}
 
 

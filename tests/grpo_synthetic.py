@@ -10,7 +10,7 @@ from typing import Sequence
 
 from agent.episode import Trajectory, Turn
 from agent.policy import SamplingConfig
-from kernelbench.result import CORRECT, EvalResult
+from kernelbench.harness.result import CORRECT, EvalResult
 
 TEXTS = ["the quick brown fox jumps over the lazy dog", "kernels make tensors fast", "import torch\nx = y + 1",
          "def forward(self, x):\n    return x * 2"] * 8

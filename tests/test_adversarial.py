@@ -2,7 +2,7 @@
 
 Each candidate file opens with a docstring naming the attack, the defence expected and the expected
 status and flag; the table below holds the same expectations in checkable form. Every candidate runs through
-the real harness (`kernelbench.evaluate`): real compiles in the sandboxed compile child, real run children.
+the real harness (`kernelbench.harness.evaluate`): real compiles in the sandboxed compile child, real run children.
 
 Two passes, as DESIGN.md rule 1 and 5 ask of the defences:
 - static checks on (the default config): a candidate a static rule covers is rejected before anything is
@@ -14,7 +14,7 @@ The control (`honest_relu.py`) must score above 0, so a harness that fails every
 Compiles dominate the cost (12-30 s each on 2 cores). The candidates share C++: those judged at run time
 with static checks on carry one library (`adv_kernels`) and the sandbox escapes another (`adv_escape`,
 per-run values passed from Python), the C++ timing forger a third (`adv_forge`) and the attacks on the
-verdict channel and the timing inputs a fourth (`adv_integrity`); each attack is what its forward calls. The build cache is keyed on what is compiled (`kernelbench.builds.cache_key`), so the
+verdict channel and the timing inputs a fourth (`adv_integrity`); each attack is what its forward calls. The build cache is keyed on what is compiled (`kernelbench.harness.builds.cache_key`), so the
 suite compiles four extensions, and the session-wide `build_cache_dir` serves them to every candidate.
 """
 
@@ -31,12 +31,12 @@ from typing import Any
 
 import pytest
 
-from kernelbench.catalog import find_task
-from kernelbench.config import EvalConfig
-from kernelbench.evaluate import evaluate
-from kernelbench.result import (COMPILE_ERROR, CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR, TIMEOUT,
+from kernelbench.tasks.catalog import find_task
+from kernelbench.harness.config import EvalConfig
+from kernelbench.harness.evaluate import evaluate
+from kernelbench.harness.result import (COMPILE_ERROR, CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR, TIMEOUT,
                                 EvalResult)
-from kernelbench.task import Task
+from kernelbench.tasks.task import Task
 
 ADVERSARIAL = Path(__file__).parent / "adversarial"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -219,7 +219,7 @@ ATTACKS = [
            feedback=("input set 7, configuration 2 of 2 (batch_size=3", "built for 16 x 256 x 256")),
     Attack("cpp_memory_hog.py", statuses=(RUNTIME_ERROR,), feedback=("bad_alloc", "out of memory"),
            overrides=dict(memory_limit_mb=3072)),
-    # Triton (kernelbench.triton_kernels): on CPU the kernels run under Triton's interpreter.
+    # Triton (kernelbench.harness.triton_kernels): on CPU the kernels run under Triton's interpreter.
     Attack("triton_torch_beside.py", flags=("dynamic:torch_compute_op",)),
     Attack("triton_output_ignored.py", flags=("dynamic:torch_compute_op",), slow=True),
     Attack("triton_inline_asm.py", static_flags=("static:triton_escape",), statuses=(RUNTIME_ERROR,),
@@ -445,7 +445,7 @@ def test_build_step_never_follows_a_planted_link(build_cache_dir, tmp_path):
         result = evaluate(TASKS["relu"], src, config(build_cache_dir, static_checks=False))
         assert result.status == CORRECT, describe(result)
         assert sorted(p.name for p in victim.iterdir()) == ["lock", "other"], "a file outside the sandbox was removed"
-        from kernelbench.builds import cache_key
+        from kernelbench.harness.builds import cache_key
 
         entries.add(Path(build_cache_dir, cache_key(src, "cpu"), "ext"))
     assert len(entries) == 1, "the two files should share one build entry (the second compile reuses it)"
@@ -462,7 +462,7 @@ def test_compile_outcome_cannot_be_faked(build_cache_dir):
     cached as one, and the error the harness itself reported."""
     import json
 
-    from kernelbench.builds import cache_key, source_key
+    from kernelbench.harness.builds import cache_key, source_key
 
     src = source("compile_forges_outcome.py")
     assert_static_reject(evaluate(TASKS["relu"], src, config(build_cache_dir)),
@@ -478,7 +478,7 @@ def test_compile_outcome_cannot_be_faked(build_cache_dir):
 
 
 def _pch_variants() -> set[str]:
-    from kernelbench import builds
+    from kernelbench.harness import builds
 
     folder = builds._pch_folder()
     return {str(p) for p, _ in builds._pch_variants(folder)} if folder.exists() else set()
@@ -487,7 +487,7 @@ def _pch_variants() -> set[str]:
 def test_pch_flood_builds_no_new_pch(build_cache_dir):
     """Flag lists that differ only by duplicates or order, or that fall outside the fixed PCH flag sets,
     get no PCH of their own (each used to cost ~170 MB and a minute of host compiler time)."""
-    from kernelbench import builds
+    from kernelbench.harness import builds
 
     builds.ensure_pch(builds.STANDARD_CFLAGS, "cpu")
     builds.ensure_pch(builds.STANDARD_CFLAGS, "cuda")  # gcc's too: every variant a flood could ask for
@@ -539,14 +539,14 @@ class ModelNew(nn.Module):
     (KERNEL_FILE.replace("import load_inline", "import load_inline as li").replace("= load_inline(", "= li("), False),
 ])
 def test_build_key_is_shared_only_by_identical_compiles(variant, shared):
-    from kernelbench.builds import cache_key
+    from kernelbench.harness.builds import cache_key
 
     assert (cache_key(variant, "cpu") == cache_key(KERNEL_FILE, "cpu")) is shared
     assert cache_key(variant, "cpu") != cache_key(KERNEL_FILE, "cuda")
 
 
 def test_adversarial_candidates_share_their_builds():
-    from kernelbench.builds import cache_key
+    from kernelbench.harness.builds import cache_key
 
     for library in ("adv_kernels", "adv_integrity"):
         keys = {cache_key(source(a.file), "cpu") for a in ATTACKS
@@ -567,7 +567,7 @@ def test_adversarial_candidates_share_their_builds():
     (RuntimeError("shape '[4]' is invalid for input of size 5"), False),
 ])
 def test_allocation_failures_read_as_out_of_memory(error, oom):
-    from kernelbench import worker
+    from kernelbench.harness.child import worker
 
     try:
         raise error
@@ -579,7 +579,7 @@ def test_allocation_failures_read_as_out_of_memory(error, oom):
 def test_snapshot_sees_rebinding_new_names_and_code_swaps_and_restores():
     import types
 
-    from kernelbench.worker import Snapshot
+    from kernelbench.harness.child.worker import Snapshot
 
     module = types.ModuleType("kernelbench.fake_harness")
     exec("def clock():\n    return 1.0\n\nclass Tracer:\n    def hook(self):\n        return 'traced'\n", module.__dict__)

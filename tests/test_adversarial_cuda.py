@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench.config import EvalConfig
-from kernelbench.evaluate import evaluate
-from kernelbench.result import CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR, EvalResult
-from kernelbench.task import Task
+from kernelbench.harness.config import EvalConfig
+from kernelbench.harness.evaluate import evaluate
+from kernelbench.harness.result import CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR, EvalResult
+from kernelbench.tasks.task import Task
 
 pytestmark = pytest.mark.gpu
 

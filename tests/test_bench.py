@@ -18,8 +18,8 @@ import pytest
 from cli.main import main
 from evals import baselines as bl
 from evals.runner import BenchError, ResultsLog, make_record, parse_task_spec, resolve_tasks, resume_jobs
-from kernelbench.result import Conditions, EvalResult
-from kernelbench.task import Task
+from kernelbench.harness.result import Conditions, EvalResult
+from kernelbench.tasks.task import Task
 from tests.chat_server import ChatServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -187,7 +187,7 @@ def test_compile_baseline_ratio_and_cache(tmp_path):
 
 
 def test_baseline_is_measured_once_then_cached(tmp_path, build_cache_dir):
-    from kernelbench.config import EvalConfig
+    from kernelbench.harness.config import EvalConfig
 
     cfg = EvalConfig(timing_trials=5, build_cache_dir=build_cache_dir)
     cache = bl.BaselineCache(str(tmp_path / "baselines.json"))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench import builds
-from kernelbench.config import EvalConfig
+from kernelbench.harness import builds
+from kernelbench.harness.config import EvalConfig
 
 FIXTURES = Path(__file__).parent / "fixtures" / "core"
 
@@ -47,7 +47,7 @@ def test_child_load_inline_gets_pch_and_standard_flags():
     code = ("from torch.utils import cpp_extension as ce\n"
             "seen = []\n"
             "ce.load_inline = lambda *a, **k: seen.append(k)\n"
-            "from kernelbench import builds\n"
+            "from kernelbench.harness import builds\n"
             "builds.patch_load_inline('cpu', '/pchdir')\n"
             "ce.load_inline(name='a', cpp_sources='')\n"
             "ce.load_inline(name='b', cpp_sources='', extra_cflags=['-O2'])\n"
@@ -96,8 +96,8 @@ def compiler(monkeypatch):
 def test_a_build_with_other_flags_uses_a_pch_made_for_them(build_cache_dir, compiler):
     """`-O3` alone cannot use the standard PCH (`-fopenmp` defines macros torch's headers test): the parent
     builds one for that flag set, and gcc uses it when the build's own compile command runs again."""
-    from kernelbench.evaluate import compile_stage
-    from kernelbench.task import Task
+    from kernelbench.harness.evaluate import compile_stage
+    from kernelbench.tasks.task import Task
 
     assert compiler("gcc") == ""  # the gcc route, as on a machine without clang
 
@@ -153,7 +153,7 @@ def _stub_load_inline() -> str:
             "    seen.append(dict(k, args=list(a), CXX=os.environ.get('CXX')))\n"
             "stub.__signature__ = inspect.signature(real)\n"
             "ce.load_inline = stub\n"
-            "from kernelbench import builds\n")
+            "from kernelbench.harness import builds\n")
 
 
 def test_child_builds_with_clang_only_for_the_flags_of_its_pch(tmp_path):
@@ -225,7 +225,7 @@ def test_libomp_pool_starts_before_the_candidate(tmp_path, compiler):
     (pch / "build.json").write_text(json.dumps({"cxx": builds.clang_cxx(), "flags": ["-O3", "-fopenmp"],
                                                 "libomp": builds._libomp_path()}))
     code = ("import os\n"
-            "from kernelbench import builds\n"
+            "from kernelbench.harness import builds\n"
             "n = lambda: len(os.listdir('/proc/self/task'))\n"
             f"before = n(); builds.start_libomp_pool({str(tmp_path)!r}); gcc = n()\n"
             f"builds.start_libomp_pool({str(pch)!r}); print(before, gcc, n())\n")
@@ -283,8 +283,8 @@ def _clang_build_dir(build_cache_dir: str, src: str, name: str, flags: tuple[str
 def test_a_cpu_build_runs_clang_with_the_pch_for_its_flags(build_cache_dir, compiler):
     """On a machine with clang, an `-O3` candidate compiles with clang and the PCH made for exactly `-O3`,
     evaluates correct, and the run child (same PCH folder, same choice) finds the build current."""
-    from kernelbench.evaluate import evaluate
-    from kernelbench.task import Task
+    from kernelbench.harness.evaluate import evaluate
+    from kernelbench.tasks.task import Task
 
     if not compiler("auto"):
         pytest.skip("clang++ with libomp is not installed")
@@ -305,8 +305,8 @@ def test_an_openmp_build_with_clang_and_its_pch_runs_beside_torch(build_cache_di
     """clang builds an `-O3 -fopenmp` candidate with the PCH made for those flags, and the extension's
     OpenMP (libomp) runs correctly with several threads in the run child, beside torch's libgomp, without
     OpenMP runtime errors or threads charged to the candidate."""
-    from kernelbench.evaluate import evaluate
-    from kernelbench.task import Task
+    from kernelbench.harness.evaluate import evaluate
+    from kernelbench.tasks.task import Task
 
     if not compiler("auto"):
         pytest.skip("clang++ with libomp is not installed")

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelbench.problem import load_problem
-from kernelbench.task import Task
+from kernelbench.tasks.problem import load_problem
+from kernelbench.tasks.task import Task
 
-TASKS_DIR = Path(__file__).resolve().parent.parent / "kernelbench" / "builtin_tasks"
+TASKS_DIR = Path(__file__).resolve().parent.parent / "kernelbench" / "tasks" / "builtin_tasks"
 TASK_FILES = sorted(TASKS_DIR.glob("level*/*.py"))
 STEM = re.compile(r"^\d\d_[a-z0-9]+(_[a-z0-9]+)*$")
 POSITIVE_NOTE = re.compile(r"#\s*positive inputs:\s*\S")

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
-from kernelbench import cpu_size_records
-from kernelbench.cpu_size_records import CpuSizeRecord, record_key, source_sha
-from kernelbench.kernelbench_repo import load_kernelbench_repo
-from kernelbench.problem import load_problem
-from kernelbench.size_derivation import derive, to_derive
-from kernelbench.size_plan import constants_at, plan_sizes
-from kernelbench.task import TaskFormatError
+from kernelbench.tasks import cpu_size_records
+from kernelbench.tasks.cpu_size_records import CpuSizeRecord, record_key, source_sha
+from kernelbench.tasks.kernelbench_repo import load_kernelbench_repo
+from kernelbench.tasks.problem import load_problem
+from kernelbench.tasks.size_derivation import derive, to_derive
+from kernelbench.tasks.size_plan import constants_at, plan_sizes
+from kernelbench.tasks.task import TaskFormatError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "kb_sizes"
 ALPHAS = [a / 20 for a in range(21)]
@@ -168,7 +168,7 @@ def test_a_problem_file_given_by_path_gets_the_record_of_its_text(records_file, 
 
 
 def test_literal_sizes_are_named():
-    from kernelbench.size_plan import literal_sizes
+    from kernelbench.tasks.size_plan import literal_sizes
 
     assert literal_sizes(fixture_tasks()["kb:L1/3_Literal_Matmul"].source) == [8192, 8192, 8192, 8192]
     assert literal_sizes(fixture_tasks()["kb:L1/1_Wide_ReLU"].source) == []

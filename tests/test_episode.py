@@ -18,11 +18,11 @@ from agent.openai_backend import OpenAIPolicy
 from agent.policy import Completion, SamplingConfig
 from agent.prompts import PromptSettings
 from agent.strategies import beam, parallel, select_beam
-from kernelbench.result import EvalResult
-from kernelbench.task import Task
+from kernelbench.harness.result import EvalResult
+from kernelbench.tasks.task import Task
 from tests.chat_server import ChatServer
 
-from kernelbench.evaluator import Evaluator  # noqa: E402,F401  (our own module: imported, never probed)
+from kernelbench.executors.evaluator import Evaluator  # noqa: E402,F401  (our own module: imported, never probed)
 RELU_TASK_SRC = '''\
 """ReLU on a small matrix (test task)."""
 import torch
@@ -175,8 +175,8 @@ def test_scripted_episode_with_in_test_evaluator(tmp_path):
 
 @pytest.mark.slow
 def test_scripted_episode_with_real_harness(tmp_path, build_cache_dir):
-    from kernelbench.config import EvalConfig
-    from kernelbench.evaluator import Evaluator
+    from kernelbench.harness.config import EvalConfig
+    from kernelbench.executors.evaluator import Evaluator
 
     with ChatServer(SCRIPT) as srv, Evaluator(EvalConfig(device="cpu", size="cpu", build_cache_dir=build_cache_dir,
                                                           timing_trials=30)) as evaluator:

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelbench import compare
-from kernelbench.config import EvalConfig
-from kernelbench.evaluate import evaluate
-from kernelbench.evaluator import Evaluator
-from kernelbench.result import EvalResult
-from kernelbench.task import Task
+from kernelbench.harness import compare
+from kernelbench.harness.config import EvalConfig
+from kernelbench.harness.evaluate import evaluate
+from kernelbench.executors.evaluator import Evaluator
+from kernelbench.harness.result import EvalResult
+from kernelbench.tasks.task import Task
 
 FIXTURES = Path(__file__).parent / "fixtures" / "core"
 
@@ -183,12 +183,12 @@ def test_compare_nan_positions_dtype_and_strides():
 
 
 def test_report_frames_keep_order_and_refuse_anything_else():
-    """`kernelbench.report`: frames over a real pipe; a repeated or unexpected label, a frame out of sequence
+    """`kernelbench.harness.report`: frames over a real pipe; a repeated or unexpected label, a frame out of sequence
     or bytes after the final report void the report; a frame cut short is only truncated."""
     import os
     import threading
 
-    from kernelbench import report
+    from kernelbench.harness import report
 
     def sent(write) -> bytes:
         read_fd, write_fd = os.pipe()

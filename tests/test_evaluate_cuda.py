@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench.config import EvalConfig
-from kernelbench.evaluate import evaluate
-from kernelbench.task import Task
+from kernelbench.harness.config import EvalConfig
+from kernelbench.harness.evaluate import evaluate
+from kernelbench.tasks.task import Task
 
 pytestmark = pytest.mark.gpu
 FIXTURES = Path(__file__).parent / "fixtures" / "core"

@@ -138,7 +138,7 @@ def test_preset_headers_name_their_launch_commands():
 def test_reusing_evaluator_evaluates_each_distinct_text_once():
     from concurrent.futures import Future
 
-    from kernelbench.task import Task
+    from kernelbench.tasks.task import Task
     from train.rollout import ReusingEvaluator
 
     class Counting:

@@ -47,9 +47,9 @@ def test_batched_sampling_returns_ids_and_logprobs_that_match_a_forward_pass(tin
 
 
 def test_hf_policy_runs_an_episode_end_to_end(tiny, tmp_path, build_cache_dir):
-    if importlib.util.find_spec("kernelbench.evaluator"):
-        from kernelbench.config import EvalConfig
-        from kernelbench.evaluator import Evaluator
+    if importlib.util.find_spec("kernelbench.executors.evaluator"):
+        from kernelbench.harness.config import EvalConfig
+        from kernelbench.executors.evaluator import Evaluator
 
         evaluator = Evaluator(EvalConfig(device="cpu", size="cpu", build_cache_dir=build_cache_dir))
     else:

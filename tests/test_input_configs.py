@@ -1,4 +1,4 @@
-"""Input configurations (`INPUT_CONFIGS`, kernelbench/input_configs.py): loading, malformed declarations, the
+"""Input configurations (`INPUT_CONFIGS`, kernelbench/tasks/input_configs.py): loading, malformed declarations, the
 seeds each configuration draws from, listing, and the built-in suite's configurations. All in-process, no
 harness run (the harness's use of them is judged in tests/test_adversarial.py: `hardcoded_shape.py`)."""
 
@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from cli.main import main as cli_main
-from kernelbench.builtin import load_builtin
-from kernelbench.catalog import inspect_source, load_tasks
-from kernelbench.input_configs import config_seeds, labels, make_config_sets
-from kernelbench.inputs import Seeds, make_input_sets
-from kernelbench.problem import load_problem
-from kernelbench.task import Task, TaskFormatError
+from kernelbench.tasks.builtin import load_builtin
+from kernelbench.tasks.catalog import inspect_source, load_tasks
+from kernelbench.tasks.input_configs import config_seeds, labels, make_config_sets
+from kernelbench.harness.child.inputs import Seeds, make_input_sets
+from kernelbench.tasks.problem import load_problem
+from kernelbench.tasks.task import Task, TaskFormatError
 
 CONV = '''import torch
 import torch.nn as nn

@@ -13,7 +13,7 @@ import types
 import pytest
 import torch.utils.cpp_extension as cpp_extension
 
-from kernelbench import kernel_calls
+from kernelbench.harness.child import kernel_calls
 
 
 def fake_extension() -> types.ModuleType:

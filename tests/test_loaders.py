@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench.builtin import load_builtin
-from kernelbench.catalog import OriginError, find_task, inspect_source, load_tasks
-from kernelbench.problem import load_problem
-from kernelbench.task import TaskFormatError
+from kernelbench.tasks.builtin import load_builtin
+from kernelbench.tasks.catalog import OriginError, find_task, inspect_source, load_tasks
+from kernelbench.tasks.problem import load_problem
+from kernelbench.tasks.task import TaskFormatError
 
 RELU = '''import torch
 import torch.nn as nn
@@ -238,7 +238,7 @@ def test_dataset_files_load_offline_with_checkout_ids(tmp_path, kb_root, fmt):
         for level in (1, 2, 3, 4):
             part = data.filter(lambda row, lvl=level: row["level"] == lvl)
             part.to_parquet(str(target / "data" / f"level_{level}-00000-of-00001.parquet"))
-    from kernelbench.hf_dataset import load_hf_dataset
+    from kernelbench.tasks.hf_dataset import load_hf_dataset
 
     tasks = load_hf_dataset(str(target), cache_dir=str(tmp_path / "cache"))
     checkout = load_tasks(f"kernelbench:{kb_root}")
@@ -252,7 +252,7 @@ def test_dataset_files_load_offline_with_checkout_ids(tmp_path, kb_root, fmt):
 
 def test_dataset_names_without_prefix_or_suffix_get_the_same_ids(tmp_path):
     datasets = pytest.importorskip("datasets")
-    from kernelbench.hf_dataset import load_hf_dataset, problem_name
+    from kernelbench.tasks.hf_dataset import load_hf_dataset, problem_name
 
     assert problem_name(19, "19_ReLU.py") == problem_name(19, "ReLU") == problem_name(19, "19_ReLU") == "19_ReLU"
     cols = {"code": [RELU], "level": [1], "name": ["ReLU"], "problem_id": [19]}
@@ -265,7 +265,7 @@ def test_dataset_errors_are_one_clear_line(tmp_path):
     datasets = pytest.importorskip("datasets")
     cols = {"code": [RELU], "name": ["1_ReLU.py"]}
     datasets.Dataset.from_dict(cols).to_parquet(str(tmp_path / "d.parquet"))
-    from kernelbench.hf_dataset import load_hf_dataset
+    from kernelbench.tasks.hf_dataset import load_hf_dataset
 
     with pytest.raises(OriginError, match="lacks column.*level, problem_id"):
         load_hf_dataset(str(tmp_path / "d.parquet"), cache_dir=str(tmp_path / "cache"))
@@ -278,7 +278,7 @@ def test_dataset_errors_are_one_clear_line(tmp_path):
 def test_hub_name_offline_without_cache_fails_clearly(tmp_path, monkeypatch):
     datasets = pytest.importorskip("datasets")
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    from kernelbench.hf_dataset import load_hf_dataset
+    from kernelbench.tasks.hf_dataset import load_hf_dataset
 
     with pytest.raises(OriginError, match="hf:nobody/no-such-dataset: cannot load the dataset"):
         load_hf_dataset("nobody/no-such-dataset", cache_dir=str(tmp_path / "empty-cache"))

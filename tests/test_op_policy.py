@@ -10,8 +10,8 @@ import pytest
 import torch
 import torch.utils.cpp_extension as cpp_extension
 
-from kernelbench import kernel_calls
-from kernelbench.op_policy import OpTracer, classify_op, judge_ops
+from kernelbench.harness.child import kernel_calls
+from kernelbench.harness.child.op_policy import OpTracer, classify_op, judge_ops
 
 PROBE_CPP = r"""
 #include <torch/extension.h>

@@ -16,11 +16,11 @@ from agent.openai_backend import OpenAIPolicy
 from agent.optimize import OptimizeConfig, optimize
 from agent.report import best_speedup_by_turn, find_best, write_report
 from cli.main import main
-from kernelbench.result import EvalResult
+from kernelbench.harness.result import EvalResult
 from tests.chat_server import ChatServer
 from tests.test_episode import EXPECTED, FAST_SRC, RELU_TASK_SRC, SCRIPT, SLOW_SRC, ScriptedEvaluator
 
-from kernelbench.evaluator import Evaluator  # noqa: E402,F401  (our own module: imported, never probed)
+from kernelbench.executors.evaluator import Evaluator  # noqa: E402,F401  (our own module: imported, never probed)
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

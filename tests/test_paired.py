@@ -1,4 +1,4 @@
-"""Paired timing, parent side (`kernelbench.paired`) and its use by `evaluate` on CPU."""
+"""Paired timing, parent side (`kernelbench.harness.paired`) and its use by `evaluate` on CPU."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from kernelbench import paired
+from kernelbench.harness import paired
 
 
 def test_plan_splits_trials_into_rounds():
@@ -89,7 +89,7 @@ def test_sandbox_runnable_time_is_the_kernels_accounting_of_the_busiest_thread()
     import subprocess
     import sys
 
-    from kernelbench import sandbox
+    from kernelbench.harness import sandbox
 
     proc = subprocess.Popen([sys.executable, "-c", "import time\nt=time.process_time()\n"
                              "while time.process_time()-t<0.3: pass\nprint('done', flush=True)\ntime.sleep(30)"],
@@ -141,7 +141,7 @@ def test_pipes_lines_eof_deadline_and_long_lines():
 def relu():
     from pathlib import Path
 
-    from kernelbench.task import Task
+    from kernelbench.tasks.task import Task
 
     fixtures = Path(__file__).parent / "fixtures" / "core"
     task = Task(id="test/relu", level=1, name="relu", origin="test", source=(fixtures / "relu_task.py").read_text())
@@ -149,8 +149,8 @@ def relu():
 
 
 def test_evaluate_times_in_rounds_on_cpu_and_one_after_the_other_when_off(relu):
-    from kernelbench.config import EvalConfig
-    from kernelbench.evaluate import evaluate
+    from kernelbench.harness.config import EvalConfig
+    from kernelbench.harness.evaluate import evaluate
 
     task, src = relu
     r = evaluate(task, src, EvalConfig(device="cpu", timing_rounds=4, timing_trials=20))
@@ -166,8 +166,8 @@ def test_speedup_against_torch_compile_scales_the_paired_speedup(relu):
     """With the torch.compile baseline on, the reference times it after the candidate exits; the kernel's
     speedup against it is the paired speedup times compiled/eager from that one process (not a ratio of
     medians taken in two processes, which would throw the pairing away)."""
-    from kernelbench.config import EvalConfig
-    from kernelbench.evaluate import evaluate
+    from kernelbench.harness.config import EvalConfig
+    from kernelbench.harness.evaluate import evaluate
 
     task, src = relu
     r = evaluate(task, src, EvalConfig(device="cpu", timing_rounds=4, timing_trials=20, time_compile_baseline=True))
@@ -182,7 +182,7 @@ def test_hidden_checks_run_among_the_trials_on_the_given_seeds():
     `emit` gets each check and verification call's output and the buffers after it."""
     import torch
 
-    from kernelbench import timing
+    from kernelbench.harness.child import timing
 
     seen: list[torch.Tensor] = []
     emitted: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
@@ -221,7 +221,7 @@ def test_trial_count_has_a_floor_and_checks_land_among_the_trials_run():
     trials' block, before the verification round."""
     import torch
 
-    from kernelbench import timing
+    from kernelbench.harness.child import timing
 
     assert timing.trial_count(100, 10, 30.0, 100.0) == 10
     assert timing.trial_count(100, 10, 30.0, 0.001) == 100
@@ -260,7 +260,7 @@ def test_trial_count_has_a_floor_and_checks_land_among_the_trials_run():
 def test_buffers_are_new_in_every_block():
     import torch
 
-    from kernelbench import timing
+    from kernelbench.harness.child import timing
 
     ptrs: list[int] = []
     m = timing.Measurement(lambda x: ptrs.append(x.data_ptr()), [[torch.ones(1 << 16)]], "cpu", lambda *a: None)

@@ -1,4 +1,4 @@
-"""Profiler-guided feedback (`kernelbench.profiling`, `kernelbench.ncu`): the tables a correct evaluation carries,
+"""Profiler-guided feedback (`kernelbench.harness.profiling`, `kernelbench.harness.ncu`): the tables a correct evaluation carries,
 that they never change a verdict, and that names chosen by the candidate reach the prompt only as short
 identifiers.
 
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench import ncu, profiling, report
-from kernelbench.config import EvalConfig
-from kernelbench.evaluate import evaluate
-from kernelbench.profiling import Profile, ProfileRow, ProfileTable, sanitise_name
-from kernelbench.result import EvalResult
-from kernelbench.task import Task
+from kernelbench.harness import ncu, profiling, report
+from kernelbench.harness.config import EvalConfig
+from kernelbench.harness.evaluate import evaluate
+from kernelbench.harness.profiling import Profile, ProfileRow, ProfileTable, sanitise_name
+from kernelbench.harness.result import EvalResult
+from kernelbench.tasks.task import Task
 
 FIXTURES = Path(__file__).parent / "fixtures" / "core"
 RELU = Task(id="test/relu", level=1, name="relu", origin="test", source=(FIXTURES / "relu_task.py").read_text())

@@ -1,7 +1,7 @@
 """The Ray executor: the same verdicts as the local one, lost actors retried, back-pressure, shipped builds.
 
 A local Ray (2 CPUs, a small object store) starts once for the module. The correct candidate is the
-reference C++ ReLU of kernelbench/solutions/cpu on the small ReLU fixture task; it builds once per test
+reference C++ ReLU of kernelbench/tasks/solutions/cpu on the small ReLU fixture task; it builds once per test
 session in `build_cache_dir` (the local run below builds it, the Ray run finds it), and the other
 candidates share that build or build nothing, so most of the cost is run stages (a few seconds each).
 """
@@ -22,19 +22,19 @@ import pytest
 import ray
 
 from cli.main import main
-from kernelbench.config import EvalConfig
-from kernelbench.evaluate import compile_stage
-from kernelbench.evaluator import Evaluator
-from kernelbench.executor import make_evaluator
-from kernelbench.result import EvalResult
-from kernelbench.ray_evaluator import RayEvaluator, RunWorker
-from kernelbench.shipment import pack_entry, unpack_entry
-from kernelbench.task import Task
+from kernelbench.harness.config import EvalConfig
+from kernelbench.harness.evaluate import compile_stage
+from kernelbench.executors.evaluator import Evaluator
+from kernelbench.executors.executor import make_evaluator
+from kernelbench.harness.result import EvalResult
+from kernelbench.executors.ray_evaluator import RayEvaluator, RunWorker
+from kernelbench.executors.shipment import pack_entry, unpack_entry
+from kernelbench.tasks.task import Task
 
 ROOT = Path(__file__).resolve().parent.parent
 RELU = Task(id="test/relu", level=1, name="relu", origin="test",
             source=(ROOT / "tests" / "fixtures" / "core" / "relu_task.py").read_text())
-CORRECT = (ROOT / "kernelbench" / "solutions" / "cpu" / "L1" / "01_relu.py").read_text()
+CORRECT = (ROOT / "kernelbench" / "tasks" / "solutions" / "cpu" / "L1" / "01_relu.py").read_text()
 CALL = "        return ext.relu_forward(x)"
 TORCH_OP = CORRECT.replace(CALL, "        return torch.relu(ext.relu_forward(x))")  # same build; rejected at run time
 FALLBACK = CORRECT.replace(CALL, "        try:\n    " + CALL + "\n        except RuntimeError:\n"

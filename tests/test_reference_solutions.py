@@ -1,4 +1,4 @@
-"""The hand-written reference solutions (kernelbench/solutions): each C++ one is `correct` through the real
+"""The hand-written reference solutions (kernelbench/tasks/solutions): each C++ one is `correct` through the real
 harness; the CUDA ones pass nvcc (one here, all in scripts/check_solutions.py) and are `correct` on a GPU.
 
 Every C++ evaluation compiles an extension (~12-30 s on 2 cores, minutes on a loaded machine), so the default
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench.builtin import load_builtin
-from kernelbench.config import EvalConfig
-from kernelbench.solutions import SCALED_INPUTS_UNRELIABLE, Solution, find_solution, list_solutions
+from kernelbench.tasks.builtin import load_builtin
+from kernelbench.harness.config import EvalConfig
+from kernelbench.tasks.solutions import SCALED_INPUTS_UNRELIABLE, Solution, find_solution, list_solutions
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_SOLUTIONS = list_solutions("cpu") + list_solutions("cpu_slow")
@@ -94,7 +94,7 @@ def test_solution_follows_the_conventions(sol):
         if isinstance(node, ast.ImportFrom):
             assert node.module in allowed
     assert any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body)
-    static_checks = importlib.import_module("kernelbench.static_checks")
+    static_checks = importlib.import_module("kernelbench.harness.static_checks")
     if sol.kind == "triton":  # one file for both devices: the rules of each
         assert static_checks.check_source(sol.source, "cpu") == []
         assert static_checks.check_source(sol.source, "cuda") == []
@@ -122,7 +122,7 @@ def _assert_declarations_match(tree: ast.Module) -> None:
 
 @pytest.mark.parametrize("sol", _cpu_params())
 def test_cpu_solution_is_correct_through_the_harness(sol, build_cache_dir):
-    from kernelbench.evaluate import evaluate
+    from kernelbench.harness.evaluate import evaluate
 
     config = _config(sol, build_cache_dir, size="cpu", timing_trials=10)
     result = evaluate(TASKS[sol.task_id], sol.source, config)
@@ -149,7 +149,7 @@ def test_one_cuda_solution_compiles_with_nvcc():
                                  for s in TRITON_SOLUTIONS])
 def test_triton_solution_is_correct_under_the_interpreter(sol, build_cache_dir):
     """On CPU a Triton solution runs under Triton's interpreter: correct, flagged `interpreted`, no speedup."""
-    from kernelbench.evaluate import evaluate
+    from kernelbench.harness.evaluate import evaluate
 
     result = evaluate(TASKS[sol.task_id], sol.source, _config(sol, build_cache_dir, size="cpu"))
     assert result.status == "correct", result.feedback
@@ -161,7 +161,7 @@ def test_triton_solution_is_correct_under_the_interpreter(sol, build_cache_dir):
 def test_triton_solution_is_correct_on_a_gpu(sol, build_cache_dir):
     """Compiled by Triton for the GPU and timed like any kernel (never `interpreted`); every Triton solution
     runs in scripts/gpu_check.sh's `triton_solutions` step."""
-    from kernelbench.evaluate import evaluate
+    from kernelbench.harness.evaluate import evaluate
 
     result = evaluate(TASKS[sol.task_id], sol.source, _config(sol, build_cache_dir, size="gpu", timing_trials=20,
                                                                      device="cuda"))
@@ -172,7 +172,7 @@ def test_triton_solution_is_correct_on_a_gpu(sol, build_cache_dir):
 @pytest.mark.gpu
 @pytest.mark.parametrize("sol", CUDA_SOLUTIONS, ids=_key)
 def test_cuda_solution_is_correct_on_a_gpu(sol, build_cache_dir):
-    from kernelbench.evaluate import evaluate
+    from kernelbench.harness.evaluate import evaluate
 
     config = _config(sol, build_cache_dir, size="gpu", timing_trials=20)
     result = evaluate(TASKS[sol.task_id], sol.source, config)
@@ -186,7 +186,7 @@ def _combined_extension(solutions: list[Solution], build_dir: str):
 
     from torch.utils.cpp_extension import load_inline
 
-    from kernelbench import builds
+    from kernelbench.harness import builds
 
     includes, bodies, binds = {"#include <torch/extension.h>"}, [], []
     for i, sol in enumerate(solutions):
@@ -219,10 +219,10 @@ def test_every_cpu_solution_is_correct_from_one_shared_build(tmp_path, monkeypat
     import torch
     from torch.utils import cpp_extension
 
-    from kernelbench.compare import compare_outputs
-    from kernelbench.inputs import Seeds, clone_args, make_input_sets
-    from kernelbench.problem import load_problem
-    from kernelbench.worker import flatten_output
+    from kernelbench.harness.compare import compare_outputs
+    from kernelbench.harness.child.inputs import Seeds, clone_args, make_input_sets
+    from kernelbench.tasks.problem import load_problem
+    from kernelbench.harness.child.worker import flatten_output
 
     ext = _combined_extension(CPU_SOLUTIONS, str(tmp_path))
     torch.set_num_threads(1)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from kernelbench.result import CORRECT, INCORRECT, REJECTED, STATUSES, EvalResult
+from kernelbench.harness.result import CORRECT, INCORRECT, REJECTED, STATUSES, EvalResult
 from rewards import (
     ScoreConfig,
     advantages_by_task,

@@ -12,10 +12,10 @@ import torch.nn as nn
 
 from evals import metrics as m
 from evals.report import write_report
-from kernelbench import cpu_peaks, roofline
-from kernelbench.peaks import TERA, Peaks, gpu_peaks
-from kernelbench.result import EvalResult
-from kernelbench.work import Work, count_work
+from kernelbench.harness import cpu_peaks, roofline
+from kernelbench.harness.peaks import TERA, Peaks, gpu_peaks
+from kernelbench.harness.result import EvalResult
+from kernelbench.harness.child.work import Work, count_work
 
 # A made-up device with round numbers, so every time below is exact by hand:
 # 100 GB/s at any working set, 100 GFLOP/s for fp32 matrix products and element-wise work alike.

@@ -10,8 +10,8 @@ import pytest
 from agent.episode import EpisodeRunner, Trajectory, Turn
 from agent.policy import Completion, SamplingConfig
 from agent.prompts import PromptSettings
-from kernelbench.result import CORRECT, FORMAT_ERROR, RUNTIME_ERROR, EvalResult
-from kernelbench.task import Task
+from kernelbench.harness.result import CORRECT, FORMAT_ERROR, RUNTIME_ERROR, EvalResult
+from kernelbench.tasks.task import Task
 from rewards import ScoreConfig
 from train.metrics_log import departing_share, first_word, usual_openings
 from train.samples import build_samples, status_shares

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from kernelbench import sandbox
-from kernelbench.sandbox import ChildSpec, Limits, SlotLease, make_scratch, run_child
+from kernelbench.harness import sandbox
+from kernelbench.harness.sandbox import ChildSpec, Limits, SlotLease, make_scratch, run_child
 
 needs_bwrap = pytest.mark.skipif(not sandbox.find_bwrap(), reason="bubblewrap unusable here")
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop (and so NPROC) needs root")
@@ -204,7 +204,7 @@ def test_freeze_stops_the_child_and_what_it_left_running(kind, monkeypatch):
 REFUSAL_PROBE = """
 import ctypes, json, os, subprocess, sys, threading
 sys.path.insert(0, {root!r})
-from kernelbench import sandbox
+from kernelbench.harness import sandbox
 t = threading.Thread(target=lambda: None); t.start(); t.join()  # before the cap: allowed
 seen = {{"before": "started", **sandbox.refuse_new_tasks()}}
 try:

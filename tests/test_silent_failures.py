@@ -21,14 +21,15 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench import builds, sandbox, worker
-from kernelbench.builtin import load_builtin
-from kernelbench.config import EvalConfig
-from kernelbench.evaluate import evaluate
-from kernelbench.evaluator import Evaluator, HarnessBroken
-from kernelbench.preflight import PreflightFailed, known_good, preflight
-from kernelbench.result import CORRECT, HARNESS_ERROR, EvalResult
-from kernelbench.static_checks import check_source
+from kernelbench.harness import builds, sandbox
+from kernelbench.harness.child import worker
+from kernelbench.tasks.builtin import load_builtin
+from kernelbench.harness.config import EvalConfig
+from kernelbench.harness.evaluate import evaluate
+from kernelbench.executors.evaluator import Evaluator, HarnessBroken
+from kernelbench.harness.preflight import PreflightFailed, known_good, preflight
+from kernelbench.harness.result import CORRECT, HARNESS_ERROR, EvalResult
+from kernelbench.harness.static_checks import check_source
 from rewards.score import kernel_score
 from evals.metrics import compute_metrics
 
@@ -178,8 +179,8 @@ def test_a_clone_in_a_temporary_folder_with_its_own_venv_judges_correctly(build_
         venv = os.path.join(where, "venv")
         subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv], check=True,
                        timeout=120)
-        script = ("import json, sys; from kernelbench.config import EvalConfig; from kernelbench.evaluate import evaluate;"
-                  "from kernelbench.preflight import known_good; import kernelbench;"
+        script = ("import json, sys; from kernelbench.harness.config import EvalConfig; from kernelbench.harness.evaluate import evaluate;"
+                  "from kernelbench.harness.preflight import known_good; import kernelbench;"
                   f"t, s = known_good('cpu'); r = evaluate(t, s, EvalConfig(build_cache_dir={build_cache_dir!r}, timing_trials=0));"
                   "print(json.dumps({'status': r.status, 'feedback': r.feedback, 'where': kernelbench.__file__, 'prefix': sys.prefix}))")
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", worker.CHILD_PYTHON_ENV)}

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernelbench import splits
-from kernelbench.builtin import load_builtin
-from kernelbench.task import Task
+from kernelbench.tasks import splits
+from kernelbench.tasks.builtin import load_builtin
+from kernelbench.tasks.task import Task
 
 
 def make(origin: str, level: int, name: str, path: str = "") -> Task:
@@ -29,7 +29,7 @@ def test_unit_hash_is_a_fixed_function_of_the_key():
     assert value == splits.unit_hash("builtin-0|builtin|L1/01_relu")
     assert value != splits.unit_hash("builtin-0|builtin|L1/02_relu")
     # SHA-256 is fixed across Python versions and processes, unlike hash() with PYTHONHASHSEED.
-    code = "from kernelbench.splits import unit_hash; print(repr(unit_hash('builtin-0|builtin|L1/01_relu')))"
+    code = "from kernelbench.tasks.splits import unit_hash; print(repr(unit_hash('builtin-0|builtin|L1/01_relu')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONHASHSEED": "123", "PATH": ""}).stdout.strip()
     assert float(out) == value
@@ -91,5 +91,5 @@ def test_builtin_suite_holds_out_a_task_on_every_level():
     counts = splits.heldout_per_level(tasks)
     empty = [lvl for lvl, (held, _) in counts.items() if held == 0]
     assert not empty, f"levels {empty} have no held-out task under BUILTIN_SALT={splits.BUILTIN_SALT!r}; " \
-                      f"pick a new one with `python -m kernelbench.splits --find-salt`"
+                      f"pick a new one with `python -m kernelbench.tasks.splits --find-salt`"
     assert all(splits.split_of(t) in ("train", "heldout") for t in tasks)

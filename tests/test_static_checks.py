@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelbench.static_checks import Violation, check_source, source_warnings, strip_c_comments
+from kernelbench.harness.static_checks import Violation, check_source, source_warnings, strip_c_comments
 
 CPU_OK = '''
 import torch

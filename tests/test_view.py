@@ -22,7 +22,7 @@ import pytest
 from agent.episode import Trajectory, Turn
 from cli.main import main
 from evals.viewer import embed_json, load_run
-from kernelbench.result import EvalResult
+from kernelbench.harness.result import EvalResult
 from tests.chat_server import ChatServer, usage_of
 from tests.test_bench import ABS, NO_CODE, TASK, answer
 

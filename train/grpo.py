@@ -36,7 +36,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from agent.episode import Trajectory
-from kernelbench.task import Task
+from kernelbench.tasks.task import Task
 from train.config import TrainConfig, save_config, to_dict, validate_train
 from train.metrics_log import MetricsLogger, departing_share, repetition_rate, usual_openings
 from train.samples import TurnSample, build_samples, status_shares
@@ -59,7 +59,7 @@ class TrainResult:
 
 def resolve_tasks(spec: str) -> list[Task]:
     """`ORIGIN[:SPLIT]` (e.g. `builtin:train`) or comma-separated task ids of the built-in suite."""
-    from kernelbench import catalog, splits
+    from kernelbench.tasks import catalog, splits
 
     if "/" in spec:
         return [catalog.find_task(t.strip(), "builtin") for t in spec.split(",") if t.strip()]
@@ -69,7 +69,7 @@ def resolve_tasks(spec: str) -> list[Task]:
 
 def eval_config_of(config: TrainConfig) -> Any:
     """The harness settings of a training run (also used to pre-build its reference solutions)."""
-    from kernelbench.config import EvalConfig
+    from kernelbench.harness.config import EvalConfig
 
     return EvalConfig(device=config.device, size=config.eval_size, timing_trials=config.eval_timing_trials,
                       correctness_trials=config.eval_correctness_trials, warmup_trials=config.eval_warmup_trials,
@@ -407,7 +407,7 @@ def rollout_metrics(rows: Sequence[tuple], groups: Sequence[Sequence[float]], be
     shares = {}
     for r in rows:
         shares[r[3]] = shares.get(r[3], 0) + 1
-    from kernelbench.result import STATUSES
+    from kernelbench.harness.result import STATUSES
 
     for status in (*STATUSES, "harness_error"):
         m[f"rollout/status_{status}"] = shares.get(status, 0) / n

@@ -51,7 +51,7 @@ def ensure_warm_start(preset: str, config: TrainConfig, say=print) -> TrainConfi
 
 def reference_codes(task_id: str, compact: bool) -> dict[str, str]:
     """The warm start's answers for a task, as code text: `fast` (solutions/cpu) and `slow` (cpu_slow)."""
-    from kernelbench.solutions import find_solution
+    from kernelbench.tasks.solutions import find_solution
     from train.sft import compact_source
 
     out = {}
@@ -77,7 +77,7 @@ def probe(model_dir: str, task_ids: list[str], samples: int, config: TrainConfig
     from agent.parsing import parse_response
     from agent.policy import SamplingConfig
     from agent.prompts import build_messages
-    from kernelbench.catalog import find_task
+    from kernelbench.tasks.catalog import find_task
     from train.grpo import prompt_settings_of
 
     policy = HFPolicy.from_pretrained(model_dir, device=config.device)
@@ -121,8 +121,8 @@ def prebuild(config: TrainConfig, task_ids: list[str], compact: bool, say=print)
     """Evaluate every reference answer of the training tasks once with the run's harness settings: the
     builds land in the cache (RL samples that reproduce them skip the compile) and the report gets the
     speedups the policy chooses between. Runs beside SFT, on the core SFT leaves free."""
-    from kernelbench.catalog import find_task
-    from kernelbench.evaluate import evaluate
+    from kernelbench.tasks.catalog import find_task
+    from kernelbench.harness.evaluate import evaluate
     from train.grpo import eval_config_of
 
     cfg = eval_config_of(config)
@@ -225,7 +225,7 @@ def run_pipeline(preset: str, out: str, steps: int | None = None, say=print, see
     write_pipeline_report(out, summary)
     failed = {k: v.get("status") for k, v in built.items() if isinstance(v, dict) and v.get("status") != "correct"}
     if failed or "error" in built:  # the judge failed known answers: nothing this run measured can be trusted
-        from kernelbench.evaluator import HarnessBroken
+        from kernelbench.executors.evaluator import HarnessBroken
 
         raise HarnessBroken(f"pipeline NOT done: reference answers were not judged correct "
                             f"({failed or built.get('error')}); see {out}/report.md")

@@ -16,7 +16,7 @@ from typing import Any, Callable, Protocol, Sequence
 from agent.episode import EpisodeRunner, Job, Trajectory
 from agent.policy import Policy, SamplingConfig
 from agent.prompts import PromptSettings
-from kernelbench.task import Task
+from kernelbench.tasks.task import Task
 
 
 class Rollout(Protocol):
@@ -54,11 +54,11 @@ class HarnessRollout:
 
 
 class PoolEvaluator:
-    """`submit(task, src) -> Future[EvalResult]` over `kernelbench.evaluate` in a thread pool; used when
-    `kernelbench.evaluator.Evaluator` (separate compile and run pools) is not available."""
+    """`submit(task, src) -> Future[EvalResult]` over `kernelbench.harness.evaluate` in a thread pool; used when
+    `kernelbench.executors.evaluator.Evaluator` (separate compile and run pools) is not available."""
 
     def __init__(self, config: Any, workers: int = 2):
-        from kernelbench.evaluate import evaluate
+        from kernelbench.harness.evaluate import evaluate
 
         self._evaluate = evaluate
         self.config = config
@@ -112,10 +112,10 @@ class ReusingEvaluator:
 
 def make_evaluator(eval_config: Any, compile_workers: int, run_workers: int, *, executor: str = "local",
                    ray_address: str = "", max_in_flight: int = 0) -> Any:
-    """The harness's evaluator for `executor` (`kernelbench.executor`: local threads or Ray actors), else
+    """The harness's evaluator for `executor` (`kernelbench.executors.executor`: local threads or Ray actors), else
     `PoolEvaluator` when the harness's own is absent."""
     try:
-        from kernelbench.executor import make_evaluator as make
+        from kernelbench.executors.executor import make_evaluator as make
     except ImportError:
         return PoolEvaluator(eval_config, workers=max(compile_workers, run_workers))
     return make(eval_config, executor=executor, ray_address=ray_address, compile_workers=compile_workers,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from agent.episode import Trajectory
-from kernelbench.result import STATUSES
+from kernelbench.harness.result import STATUSES
 from rewards import ScoreConfig, advantages_by_task, turn_returns
 from rewards.score import HARNESS_ERROR, is_harness_error
 

@@ -6,7 +6,7 @@
 Examples are agent turns exactly as RL will see them: the prompt is built by `agent.prompts` (system
 message, task, rules, worked example; for logged turns, the turn's own prompt with earlier attempts) and
 the answer is a `<summary>` plus one python block, which `agent.parsing` reads back. Two sources:
-- `solutions`: the reference solutions under kernelbench/solutions/<kind>/ (a task with both a `cpu` and
+- `solutions`: the reference solutions under kernelbench/tasks/solutions/<kind>/ (a task with both a `cpu` and
   a `cpu_slow` solution gets both, so the warm-started policy starts near 50/50 between a faster and a
   slower correct kernel, and RL has something to move);
 - a trajectories.jsonl of earlier runs: only correct turns, optionally only those at least `min_speedup`
@@ -106,8 +106,8 @@ def prompt_settings(config: SFTConfig) -> PromptSettings:
 
 
 def solution_examples(config: SFTConfig) -> list[Example]:
-    from kernelbench.catalog import find_task
-    from kernelbench.solutions import find_solution, list_solutions
+    from kernelbench.tasks.catalog import find_task
+    from kernelbench.tasks.solutions import find_solution, list_solutions
 
     settings = prompt_settings(config)
     task_ids = list(config.tasks) or sorted({s.task_id for k in config.solution_kinds for s in list_solutions(k)})

@@ -4,7 +4,7 @@ matmul. Outputs are always right; only the timing would lie: when timing repeats
 timed call is a lookup and the "speedup" is far above 10x (180x was measured).
 
 Defence: every timed call sees input values never seen before (the base set scaled by a fresh random
-factor per call, `kernelbench.timing`), so the cache never hits while the clock runs and the naive matmul
+factor per call, `kernelbench.harness.child.timing`), so the cache never hits while the clock runs and the naive matmul
 is timed for what it is; the untimed verification round on the unperturbed sets still checks its outputs.
 Expected: correct with an honest speedup below 1x (naive loops against the BLAS-backed reference), no
 suspicious_speedup flag.

@@ -3,7 +3,7 @@ L1/12_max_dim at its cpu size, 16 x 256 x 256: its output is allocated at that s
 those extents (skipping reads past the input, so it never leaves the buffer). On the shape it is timed at it
 is right; on any other shape it returns a tensor of the wrong shape.
 
-Defence: input configurations (`INPUT_CONFIGS`, kernelbench/input_configs.py): correctness is checked on
+Defence: input configurations (`INPUT_CONFIGS`, kernelbench/tasks/input_configs.py): correctness is checked on
 every configuration of the task (here a second one, 3 x 77 x 131, drawn from seeds derived from the secret
 ones), and the feedback names the configuration that failed by its constants and input shapes.
 Expected: incorrect ("configuration 2 of 2"), score 0. The same file is correct on the task without its

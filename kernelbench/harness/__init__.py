@@ -1,0 +1,1 @@
+"""The harness, parent side: evaluate, builds, sandbox, compare, verdicts, static checks."""

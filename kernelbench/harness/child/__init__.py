@@ -1,0 +1,1 @@
+"""Everything that runs inside the sandbox: the worker, timing, op tracing, kernel-call counting, inputs."""

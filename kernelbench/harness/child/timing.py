@@ -1,0 +1,359 @@
+"""Timing a forward in a child: warm-up, many trials, fresh input values in fixed buffers, captured timers.
+
+DESIGN.md rule 4. The timer functions are captured in `TIMERS` when this module is imported, which the worker
+does BEFORE importing the candidate; `measure` reads `TIMERS` once into a local at its start, so a candidate
+that swaps a timer in the middle of a measurement times nothing of its own. The worker verifies after every
+phase that `TIMERS`, this module's functions and the public timers are still the objects captured here
+(`kernelbench.harness.child.worker`, flag `dynamic:timer_patched`). On CUDA each trial is bracketed by CUDA events with a
+device-wide `torch.cuda.synchronize()` before the end event, so work the candidate queued on side streams is
+counted (KernelBench timed only the current stream), and the L2 cache is flushed by writing a 256 MB buffer
+before each trial (KernelBench's size; an H200's L2 is 50 MB).
+
+Inputs: every call `measure` makes (warm-up and timed trials) sees input contents never seen before. The
+timing base sets are their own draws of `get_inputs()` from secret seeds (`inputs.make_timing_sets`), never a
+correctness set; they rotate through one set of argument buffers (allocated afresh for every block), and
+before each call, outside the timed window, the base set is copied in with every floating ELEMENT multiplied
+by its own factor drawn uniformly from [0.5, 2] (integer tensors are indices and stay as they are), from a
+generator seeded from the OS's entropy and dropped after the load. Positive factors keep each value's sign,
+so domains such as `log` and `sqrt` stay valid. Why element-wise: with one factor per call a timed input was
+a scalar multiple of a set the candidate had seen, and a task whose first stage is linear could cache that
+stage per set and scale it (111x "speedup", correct); a value-keyed cache never hits either (180x on a naive
+matmul before fresh values). Hidden check calls (`Measurement._check`) sit among the trials, at least one per
+block; after the trials one untimed verification round runs every UNPERTURBED base set through the same
+buffers. Each check and verification call's output, and the buffers after it, go to the parent, which holds
+the reference's outputs and the inputs those calls must have left unchanged. The reference is timed by this
+same code (same procedure, same untimed work, its own draws), so the comparison stays fair.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import random
+import select
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+import torch
+
+
+class Timers(NamedTuple):
+    """The objects a measurement depends on, captured at import (immutable: a tuple)."""
+
+    perf_counter: Callable[[], float]
+    event: Any
+    synchronize: Callable[..., Any]
+    record: Callable[..., Any]
+    elapsed: Callable[..., Any]
+    event_sync: Callable[..., Any]
+    uniform: Callable[[float, float], float]
+    entropy: Callable[[int], int]
+
+
+TIMERS = Timers(time.perf_counter, torch.cuda.Event, torch.cuda.synchronize, torch.cuda.Event.record,
+                torch.cuda.Event.elapsed_time, torch.cuda.Event.synchronize, random.SystemRandom().uniform,
+                random.SystemRandom().getrandbits)
+PUBLIC_TIMERS: dict[str, Any] = {"time.perf_counter": time.perf_counter, "time.time": time.time,
+                                 "time.monotonic": time.monotonic, "time.perf_counter_ns": time.perf_counter_ns,
+                                 "torch.cuda.Event": torch.cuda.Event, "torch.cuda.synchronize": torch.cuda.synchronize,
+                                 "torch.cuda.Event.record": torch.cuda.Event.record,
+                                 "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+                                 "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize}
+"""Public names of the timers (attribute lookups only; no CUDA context is created)."""
+L2_FLUSH_BYTES = 256 * 1024 * 1024
+SCALE_RANGE = (0.5, 2.0)
+"""Per-call factor applied to floating inputs during timing (see the module docstring)."""
+
+
+def _current(name: str) -> Any:
+    obj: Any = {"time": time, "torch": torch}[name.split(".")[0]]
+    for part in name.split(".")[1:]:
+        obj = getattr(obj, part, None)
+    return obj
+
+
+def timers_intact() -> list[str]:
+    """Names of public timer objects that no longer are what they were at import (empty: intact)."""
+    return [name for name, obj in PUBLIC_TIMERS.items() if _current(name) is not obj]
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    """Trial times of one model in milliseconds."""
+
+    median_ms: float
+    mean_ms: float
+    std_ms: float
+    min_ms: float
+    total_ms: float
+    trials: int
+    warmup: int
+
+    def to_dict(self) -> dict[str, float]:
+        return dict(self.__dict__)
+
+
+def stats(times_ms: list[float], warmup: int) -> TimingStats:
+    return TimingStats(median_ms=statistics.median(times_ms), mean_ms=statistics.fmean(times_ms),
+                       std_ms=statistics.pstdev(times_ms) if len(times_ms) > 1 else 0.0, min_ms=min(times_ms),
+                       total_ms=sum(times_ms), trials=len(times_ms), warmup=warmup)
+
+
+def load_scaled(buffers: list[Any], values: list[Any], factor: float) -> None:
+    """Copy one base set into the argument buffers, floating tensors multiplied by `factor` (1: exact copy)."""
+    for buf, val in zip(buffers, values):
+        if not isinstance(buf, torch.Tensor):
+            continue
+        if factor != 1.0 and (buf.is_floating_point() or buf.is_complex()):
+            torch.mul(val, factor, out=buf)
+        else:
+            buf.copy_(val)
+
+
+def _factors(like: torch.Tensor, generator: torch.Generator, device: Any) -> torch.Tensor:
+    """Element-wise factors uniform in SCALE_RANGE, in `like`'s (real) dtype, on `device`."""
+    low, high = SCALE_RANGE
+    real = like.real.dtype if like.is_complex() else like.dtype
+    u = torch.rand(tuple(like.shape), generator=generator, dtype=torch.float32, device=generator.device)
+    return (u * (high - low) + low).to(device=device, dtype=real)
+
+
+def load_perturbed(buffers: list[Any], values: list[Any], generator: torch.Generator) -> None:
+    """Copy one base set into the argument buffers, every floating element multiplied by its own factor from
+    `generator` (integer tensors are indices and stay as they are). Positive factors keep each value's sign."""
+    for buf, val in zip(buffers, values):
+        if not isinstance(buf, torch.Tensor):
+            continue
+        if buf.is_floating_point() or buf.is_complex():
+            torch.mul(val, _factors(val, generator, val.device), out=buf)
+        else:
+            buf.copy_(val)
+
+
+def check_inputs(values: list[Any], seed: int) -> list[Any]:
+    """The inputs of a hidden check call on base set `values` with `seed`: the factors come from a CPU generator
+    (the same numbers on every device), so the parent reproduces them from the reference's sets."""
+    generator = torch.Generator(device="cpu")
+    generator.manual_seed(int(seed))
+    out = []
+    for val in values:
+        if isinstance(val, torch.Tensor) and (val.is_floating_point() or val.is_complex()):
+            out.append(torch.mul(val, _factors(val, generator, val.device)))
+        else:
+            out.append(val.clone() if isinstance(val, torch.Tensor) else val)
+    return out
+
+
+def _fresh(values: list[Any]) -> list[Any]:
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
+class Measurement:
+    """One model's timing session: warm-up, blocks of timed trials with hidden check calls among them, the
+    untimed verification round.
+
+    `measure` runs one block of all the trials; paired timing (CPU) runs many short blocks, each when the
+    parent says so, interleaved with the reference's (`serve_blocks`). `emit(label, output, buffers)` receives
+    each check call's and each verification call's output and the argument buffers after the call, as soon as
+    the call returns (the run child sends them to the parent at once: `kernelbench.harness.report`).
+    """
+
+    def __init__(self, fn: Callable[..., Any], arg_sets: list[list[Any]], device: str,
+                 emit: Callable[[str, Any, list[Any]], None], checks: list[tuple[int, int]] | tuple = ()):
+        self.t = TIMERS  # one read: swapping the module's attribute mid-measurement changes nothing here
+        self.fn, self.arg_sets, self.device, self.emit = fn, arg_sets, device, emit
+        self.cuda = device == "cuda"
+        self.buffers = _fresh(arg_sets[0])
+        self.flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda") if self.cuda else None
+        self.calls = 0
+        self.times_ms: list[float] = []
+        self.checks = [(int(k), int(s)) for k, s in checks]
+        self.checks_done: set[int] = set()
+        self._next_check = 0
+
+    def _check(self, j: int) -> None:
+        """Untimed call on timing set k perturbed by the parent's secret seed; its output and the buffers after
+        it go to `emit`.
+
+        Why: a candidate that counts calls (or recognises the verification round) can skip its work on the
+        timed calls and compute only where outputs are judged. A check call looks like any timed call (freshly
+        perturbed values of a timing set, in the same buffers, at a position drawn from the OS's entropy among
+        the trials that run, at least one per block), and the reference child computed the same call's output
+        beforehand, so skipping work on timed calls is caught whenever a check lands among them; the buffers
+        after it show a kernel that writes its inputs during timing."""
+        k, seed = self.checks[j]
+        base = self.arg_sets[k % len(self.arg_sets)]
+        for buf, val in zip(self.buffers, check_inputs(base, seed)):
+            if isinstance(buf, torch.Tensor):
+                buf.copy_(val)
+        out = self.fn(*self.buffers)
+        if self.cuda:
+            self.t.synchronize()
+        self.checks_done.add(j)
+        self.emit(f"check/{j}", out, self.buffers)
+
+    def _load_next(self) -> None:
+        generator = torch.Generator(device=self.device)  # seeded from the OS's entropy, dropped after the load
+        generator.manual_seed(self.t.entropy(62))
+        load_perturbed(self.buffers, self.arg_sets[self.calls % len(self.arg_sets)], generator)
+        del generator
+        self.calls += 1
+
+    def warm_up(self, n: int) -> float:
+        """`n` (at least 1) untimed calls; returns the seconds per call they took."""
+        t = self.t
+        with torch.no_grad():
+            t0 = t.perf_counter()
+            for _ in range(max(1, n)):
+                self._load_next()
+                self.fn(*self.buffers)
+            if self.cuda:
+                t.synchronize()
+            return (t.perf_counter() - t0) / max(1, n)
+
+    def place_checks(self, n: int, count: int) -> dict[int, list[int]]:
+        """The next `count` check calls, each before a trial index drawn from the OS's entropy in [0, n)."""
+        placed: dict[int, list[int]] = {}
+        rng = random.SystemRandom()
+        while count > 0 and self._next_check < len(self.checks):
+            placed.setdefault(rng.randrange(max(1, n)), []).append(self._next_check)
+            self._next_check += 1
+            count -= 1
+        return placed
+
+    def block(self, n: int, checks: int = 1) -> list[float]:
+        """`n` timed trials (ms), each on freshly perturbed inputs in buffers allocated for this block, with
+        `checks` check calls (while any remain) among them; also appended to `times_ms`."""
+        t, fn = self.t, self.fn
+        self.buffers = _fresh(self.arg_sets[0])  # new buffers per block: an address says little about the phase
+        buffers = self.buffers
+        placed = self.place_checks(n, checks)
+        times: list[float] = []
+        # No cyclic collection inside a block (as `timeit` does): a pass over a process with torch loaded takes
+        # milliseconds, would land in a random trial, and, outside the trials, in the untimed time that
+        # `paired.unaccounted` compares between the two children.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            with torch.no_grad():
+                for i in range(n):
+                    for j in placed.get(i, ()):
+                        self._check(j)
+                    self._load_next()
+                    if self.cuda:
+                        self.flush.zero_()
+                        t.synchronize()
+                        start, end = t.event(enable_timing=True), t.event(enable_timing=True)
+                        t.record(start)
+                        fn(*buffers)
+                        t.synchronize()  # device-wide: side-stream work finishes inside the timed window
+                        t.record(end)
+                        t.event_sync(end)
+                        times.append(t.elapsed(start, end))
+                    else:
+                        t1 = t.perf_counter()
+                        fn(*buffers)
+                        times.append((t.perf_counter() - t1) * 1e3)
+        finally:
+            if collecting:
+                gc.enable()
+        self.times_ms += times
+        return times
+
+    def run_checks(self) -> None:
+        """Every check call not yet made (fewer blocks ran than there are checks, or none: the reference
+        computing the expected outputs)."""
+        with torch.no_grad():
+            for j in range(len(self.checks)):
+                if j not in self.checks_done:
+                    self._check(j)
+
+    def verify(self) -> None:
+        """Left-over check calls, then an untimed round over the unperturbed base sets in the same buffers,
+        each output passed to `emit` as `verify/<set>`."""
+        self.run_checks()
+        with torch.no_grad():
+            for i, s in enumerate(self.arg_sets):
+                load_scaled(self.buffers, s, 1.0)
+                out = self.fn(*self.buffers)
+                if self.cuda:
+                    self.t.synchronize()
+                self.emit(f"verify/{i}", out, self.buffers)
+
+
+MIN_TRIALS = 10
+"""Default floor of timed trials per side (`EvalConfig.min_timing_trials`)."""
+
+
+def trial_count(trials: int, floor: int, budget_s: float, per_call_s: float) -> int:
+    """Trials for a budget: `trials`, fewer when the calls are slow, never fewer than `min(floor, trials)`.
+    Why a floor: the per-call time comes from the candidate's own warm-up, which it can make as slow as it
+    likes; below the floor it buys nothing."""
+    return max(min(floor, trials), min(trials, int(budget_s / max(per_call_s, 1e-7))))
+
+
+def measure(fn: Callable[..., Any], arg_sets: list[list[Any]], device: str, warmup: int, trials: int,
+            budget_s: float, emit: Callable[[str, Any, list[Any]], None],
+            checks: list[tuple[int, int]] | tuple = (), floor: int = MIN_TRIALS) -> TimingStats:
+    """Time `fn` over `arg_sets` (already on `device`), each call on freshly perturbed values.
+
+    Every check call lands among the trials that run (positions drawn after the count is fixed); then the
+    verification round. `budget_s` caps the time spent: a slow forward gets fewer trials (at least `floor`)
+    rather than a timeout.
+    """
+    m = Measurement(fn, arg_sets, device, emit, checks)
+    per_call_s = m.warm_up(warmup)
+    m.block(trial_count(trials, floor, budget_s, per_call_s), checks=len(m.checks))
+    m.verify()
+    return stats(m.times_ms, warmup)
+
+
+class Channel:
+    """The paired-timing line protocol over two pipe ends: the child's side (`serve_blocks`) and, with a
+    deadline on `receive`, the parent's (`kernelbench.harness.paired.Pipes`)."""
+
+    MAX_LINE = 64
+
+    def __init__(self, read_fd: int, write_fd: int):
+        self.read_fd, self.write_fd = read_fd, write_fd
+        # captured: a candidate rebinding os.read or select.select changes nothing
+        self._read, self._write, self._select = os.read, os.write, select.select
+        self._pending = b""
+
+    def send(self, text: str) -> None:
+        self._write(self.write_fd, text.encode() + b"\n")
+
+    def receive(self, deadline: float | None = None) -> str:
+        """One line; "" on EOF, on a line longer than MAX_LINE, or at `deadline` (perf_counter) when given."""
+        while b"\n" not in self._pending:
+            if deadline is not None:
+                left = deadline - time.perf_counter()
+                if left <= 0 or not self._select([self.read_fd], [], [], left)[0]:
+                    return ""
+            chunk = self._read(self.read_fd, 256)
+            if not chunk:
+                return ""
+            self._pending += chunk
+            if len(self._pending) > self.MAX_LINE:
+                return ""
+        line, self._pending = self._pending.split(b"\n", 1)
+        return line.decode("ascii", "replace")
+
+
+def serve_blocks(m: Measurement, warmup: int, channel: Channel) -> list[list[float]]:
+    """Paired timing, child side: warm up, say `ready <ms per call>`, then time `n` trials (one check call among
+    them while any remain) on each `T n` and answer `done`, until `E`. Returns the blocks' times (ms)."""
+    per_call_ms = 1e3 * m.warm_up(warmup)
+    channel.send(f"ready {per_call_ms:.6f}")
+    blocks: list[list[float]] = []
+    while True:
+        line = channel.receive()
+        if line.startswith("T ") and line[2:].isdigit():
+            blocks.append(m.block(int(line[2:])))
+            channel.send("done")
+        elif line == "E":
+            return blocks
+        else:
+            raise RuntimeError(f"paired timing: unexpected command {line[:20]!r}")

@@ -1,0 +1,89 @@
+"""`EvalConfig`: every setting of one evaluation, each documented (defaults follow DESIGN.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Settings for `kernelbench.harness.evaluate`."""
+
+    device: str = "cpu"
+    """`cpu` (C++ kernels via load_inline) or `cuda` (CUDA kernels, CUDA-event timing, NVML)."""
+    size: str = "cpu"
+    """Task size to build inputs at: `cpu` (small, for CPUs and tests) or `gpu` (1-15 ms on an H100-class GPU)."""
+    op_policy: str = ""
+    """`strict` (no PyTorch compute op in forward), `partial` (allowed beside custom kernels that run),
+    or empty to use the task's own policy."""
+    correctness_trials: int = 5
+    """Trials with fresh `get_inputs()` draws (KernelBench's scripts use 5)."""
+    extra_distribution_trials: int = 2
+    """Additional trials with the same shapes but other distributions (signed, scaled) so a kernel
+    cannot lean on `torch.rand`'s non-negative values."""
+    atol: dict[str, float] = field(default_factory=lambda: {"float32": 1e-4, "float64": 1e-7,
+                                                            "float16": 1e-2, "bfloat16": 1e-2})
+    """Absolute tolerance by dtype (KernelBench HEAD: 1e-4 fp32, 1e-2 fp16/bf16)."""
+    rtol: dict[str, float] = field(default_factory=lambda: {"float32": 1e-4, "float64": 1e-7,
+                                                            "float16": 1e-2, "bfloat16": 1e-2})
+    """Relative tolerance by dtype."""
+    scale_atol_by_rms: bool = True
+    """Multiply atol by the reference output's RMS when it exceeds 1 (see `compare.atol_scale`): long fp32
+    sums differ between correct summation orders in proportion to the output's scale, not each entry's."""
+    warmup_trials: int = 3
+    """Untimed calls before timing (KernelBench: 3)."""
+    timing_trials: int = 100
+    """Timed calls; the median is reported (KernelBench: 100)."""
+    timing_rounds: int = 10
+    """CPU: the reference and the candidate are timed in this many alternating blocks (each child alive,
+    the other one's turn waiting; the candidate frozen during the reference's), and the speedup is the
+    median of the per-round ratios. Why: on a shared machine a process's memory bandwidth drifts by tens
+    of percent within a second, so two medians taken seconds apart disagree; interleaving cancels drift
+    slower than a round. 0: time them one after the other (always so on CUDA, where timings are steady)."""
+    timing_checks: int = 4
+    """Untimed calls hidden among the timed trials at random positions, on timing inputs perturbed by secret
+    seeds, whose outputs the reference computed: a candidate that skips its work on the calls it guesses are
+    timed is judged incorrect when a check lands among them (`timing.Measurement._check`). Paired timing makes
+    at least one per block (so `max(timing_checks, timing_rounds)` in all). 0: none."""
+    min_timing_trials: int = 10
+    """Floor of timed trials per side whatever the warm-up said (the candidate's warm-up sets its per-call
+    estimate, so it must not be able to shrink its own timing below this)."""
+    timing_input_sets: int = 4
+    """Distinct timing base sets, drawn from their own secret seeds (never a correctness set) and rotated
+    through timing, each call perturbed element by element, so a cache of results keyed by input cannot win."""
+    time_compile_baseline: bool = False
+    """Also time `torch.compile(Model)` as a second baseline (slow to compile; on for benchmarks)."""
+    suspicious_speedup: float = 10.0
+    """Speedups above this are re-verified and flagged `suspicious_speedup`."""
+    compile_timeout_s: float = 300.0
+    """Wall-clock limit of the compile stage (CUDA load_inline takes 30-90 s cold)."""
+    run_timeout_s: float = 120.0
+    """Wall-clock limit of the run stage (correctness + timing)."""
+    memory_limit_mb: int = 8192
+    """Address-space limit of the run child on CPU (not applied on CUDA, whose driver maps huge ranges)."""
+    max_processes: int = 256
+    """RLIMIT_NPROC of the sandboxed user (fork bombs stop here)."""
+    max_file_mb: int = 512
+    """RLIMIT_FSIZE: largest file the candidate may write."""
+    require_sandbox: bool = False
+    """Refuse to run without bubblewrap instead of falling back to a plain child with rlimits."""
+    build_cache_dir: str = ""
+    """Where compiled extensions are cached by source hash; empty: `$KERNEL_AGENT_CACHE` or `~/.cache/kernel-agent/builds`."""
+    static_checks: bool = True
+    """Run the static policy checks before compiling. Off only in tests that prove the sandbox and the
+    dynamic checks hold by themselves."""
+    op_checks: bool = True
+    """Judge the traced aten ops and the kernel-call count of one forward (the op policy). Off only in tests
+    of candidates that are pure PyTorch on purpose (they prove the other checks hold by themselves)."""
+    threads: int = 1
+    """torch intra-op threads for reference and candidate on CPU (equal, so timing is fair)."""
+    harness_error_limit: int = 3
+    """An `Evaluator` stops (raises `HarnessBroken`, naming the cause) after this many `harness_error` results
+    in a row, each already retried once: a broken judge must stop a job, not feed it verdicts."""
+    profile: str = "torch"
+    """After a correct, timed evaluation, profile one extra untimed call of the candidate and of the reference
+    for the feedback (`kernelbench.harness.profiling`; advisory, never scored, after the verdict): `torch`
+    (torch.profiler), `ncu` (that, plus Nsight Compute's per-kernel DRAM / SM throughput and occupancy on CUDA,
+    from a second, untimed run child under ncu), or `off`."""
+    profile_timeout_s: float = 30.0
+    """Limit of the profiled call (after the report, so reaching it loses only the profile, never the verdict)."""

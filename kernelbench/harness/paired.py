@@ -1,0 +1,312 @@
+"""Paired timing, parent side: the reference child and the candidate child timed in alternating blocks.
+
+Why: on a shared CPU machine the memory bandwidth one process gets drifts by tens of percent within a
+second (measured on a 2-core VM: block medians of one 8 MB ReLU moved 0.4 -> 1.0 ms from one 25 ms block
+to the next, in one process). A speedup taken as the ratio of two medians measured seconds apart, in two
+processes, carries that drift: its coefficient of variation over repeated evaluations was 18-29 % for a
+memory-bound kernel. Timing the two in alternating short blocks and taking the median of the per-round
+ratios cancels every drift slower than a round: with `scripts/bench_harness.py` on the same VM the CV fell
+to 4-11 % for that kernel and 1-3 % for a compute-bound one (docs/harness.md, "Measured").
+
+Protocol (one line per message over two pipes per child, `kernelbench.harness.child.timing.serve_blocks` is the child
+side): each child warms up and says `ready <ms per call>`; per round the parent sends `T n` to one child,
+waits for `done`, then to the other (the order alternates between rounds); `E` ends it. The reference is
+trusted; the candidate's answers are not: a wrong or missing answer ends the pairing (the candidate's
+verdict then comes from its exit), and the parent times every block itself, so the trial times the
+candidate reports later must fit inside its blocks (`overruns`) and leave no more of them unaccounted for
+than the reference's trials leave of its own (`unaccounted`); otherwise `timing_inconsistent`. While the reference times a block the
+candidate's whole sandbox is frozen (SIGSTOP, `sandbox.RunningChild.freeze`), so nothing it left running
+can slow the reference down.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from dataclasses import dataclass
+
+from kernelbench.harness import sandbox
+from kernelbench.harness.child.timing import MIN_TRIALS, Channel
+
+REFERENCE_STOPPED = "the reference stopped answering"
+
+
+class Pipes:
+    """Two pipes to one child: commands down, answers up. `child_fds` are the ends the child inherits."""
+
+    def __init__(self) -> None:
+        self.cmd_read, self.cmd_write = os.pipe()
+        self.reply_read, self.reply_write = os.pipe()
+        self._channel = Channel(self.reply_read, self.cmd_write)  # the parent's ends
+
+    @property
+    def child_fds(self) -> tuple[int, int]:
+        return self.cmd_read, self.reply_write
+
+    def job_fields(self) -> dict[str, int]:
+        return {"read_fd": self.cmd_read, "write_fd": self.reply_write}
+
+    def started(self) -> None:
+        """The child has its copies: close the parent's copies of the child's ends (EOF when it dies)."""
+        _close(self.cmd_read)
+        _close(self.reply_write)
+        self.cmd_read = self.reply_write = -1  # never closed twice: the number may belong to another file by then
+
+    def send(self, text: str) -> bool:
+        try:
+            self._channel.send(text)
+            return True
+        except OSError:  # the child is gone or closed its end
+            return False
+
+    def receive(self, deadline: float) -> str:
+        """One line, or "" on EOF, on a line longer than Channel.MAX_LINE, or at `deadline` (perf_counter)."""
+        return self._channel.receive(deadline)
+
+    def close(self) -> None:
+        for fd in (self.cmd_read, self.cmd_write, self.reply_read, self.reply_write):
+            _close(fd)
+        self.cmd_read = self.cmd_write = self.reply_read = self.reply_write = -1
+
+
+def _close(fd: int) -> None:
+    if fd < 0:
+        return
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def ready_ms(line: str) -> float | None:
+    """The per-call milliseconds of a `ready` line, None for anything else."""
+    parts = line.split()
+    if len(parts) != 2 or parts[0] != "ready":
+        return None
+    try:
+        value = float(parts[1])
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+@dataclass(frozen=True)
+class Plan:
+    rounds: int
+    trials_per_block: int
+
+
+def plan(trials: int, rounds: int, budget_s: float, ref_call_ms: float, cand_call_ms: float,
+         floor: int = MIN_TRIALS) -> Plan:
+    """Rounds and block size: `trials` per side in `rounds` blocks, fewer when a side's calls are slow enough
+    that the trials would pass `budget_s` (each side's budget, as in `timing.measure`); at least 5 rounds of 1,
+    and never fewer than `min(floor, trials)` trials per side: the candidate's own warm-up time (its `ready`
+    line) sets `cand_call_ms`, so a slow warm-up must not buy a short timing."""
+    per_call_s = max(ref_call_ms, cand_call_ms, 1e-4) / 1e3
+    rounds = max(1, min(rounds, trials))
+    if rounds * per_call_s > budget_s:
+        rounds = max(min(5, trials), int(budget_s / per_call_s))
+    per_block = max(1, min(math.ceil(trials / rounds), int(budget_s / (rounds * per_call_s))))
+    per_block = max(per_block, math.ceil(min(floor, trials) / rounds))
+    return Plan(rounds, per_block)
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """What the parent saw of one paired timing."""
+
+    rounds_done: int
+    candidate_block_wall_s: tuple[float, ...]
+    """Each candidate block from `T n` sent to `done` read, by the parent's clock."""
+    stopped: str = ""
+    """Why the pairing ended early ("" when every round ran)."""
+    reference_block_wall_s: tuple[float, ...] = ()
+    """Each reference block, likewise (the candidate frozen before the clock starts)."""
+    candidate_block_runnable_s: tuple[float, ...] = ()
+    """Time the busiest thread of the candidate's sandbox spent running or ready to run in each block, as the
+    kernel accounts it (`busiest_thread_s`); empty when it could not be read."""
+    reference_block_runnable_s: tuple[float, ...] = ()
+    """The same for the reference's blocks."""
+
+
+def sandbox_runnable_ns(child: sandbox.RunningChild) -> dict[tuple[int, int], int] | None:
+    """Nanoseconds each thread of each process in `child`'s sandbox has spent on a CPU or waiting in a run
+    queue for one (kernel accounting, /proc/<pid>/task/<tid>/schedstat: run time plus run-queue wait), keyed by
+    (pid, tid); None when /proc does not say. Time asleep (waiting for a pipe) is not in it. The candidate
+    cannot forge it."""
+    times: dict[tuple[int, int], int] = {}
+    for pid in sandbox._sandbox_pids(child.proc.pid, child.uid):
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                    fields = f.read().split()
+                times[(pid, int(tid))] = int(fields[0]) + int(fields[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    return times or None
+
+
+def busiest_thread_s(before: dict[tuple[int, int], int] | None,
+                     after: dict[tuple[int, int], int] | None) -> float | None:
+    """Seconds the busiest single thread of the sandbox was running or ready to run between two readings.
+    The busiest thread, not the sum: an honest OpenMP kernel's team threads spin-wait between parallel regions
+    (libomp's block time), so their sum counts one block several times over and made an honest kernel look as
+    if its trials left most of the block unaccounted for; one thread's time is bounded by the wall clock, and
+    work handed to other threads still shows in the thread that did it."""
+    if before is None or after is None:
+        return None
+    return max((ns - before.get(key, 0) for key, ns in after.items()), default=0) / 1e9
+
+
+def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_child: sandbox.RunningChild,
+               p: Plan) -> Pairing:
+    """Alternate blocks between the two ready children (reference first in even rounds)."""
+    walls: list[float] = []
+    ref_walls: list[float] = []
+    cand_run: list[float | None] = []
+    ref_run: list[float | None] = []
+    for r in range(p.rounds):
+        for side in ((0, 1) if r % 2 == 0 else (1, 0)):
+            if side == 0:
+                cand_child.freeze()
+                c0 = sandbox_runnable_ns(ref_child)
+                t0 = time.perf_counter()
+                ok = ref.send(f"T {p.trials_per_block}") and ref.receive(ref_child.deadline) == "done"
+                ref_walls.append(time.perf_counter() - t0)
+                ref_run.append(busiest_thread_s(c0, sandbox_runnable_ns(ref_child)))
+                cand_child.thaw()
+                if not ok:
+                    return Pairing(r, tuple(walls), REFERENCE_STOPPED, tuple(ref_walls))
+            else:
+                c0 = sandbox_runnable_ns(cand_child)
+                t0 = time.perf_counter()
+                ok = cand.send(f"T {p.trials_per_block}") and cand.receive(cand_child.deadline) == "done"
+                if not ok:
+                    return Pairing(r, tuple(walls), "the candidate stopped answering", tuple(ref_walls))
+                walls.append(time.perf_counter() - t0)
+                cand_run.append(busiest_thread_s(c0, sandbox_runnable_ns(cand_child)))
+    return Pairing(p.rounds, tuple(walls), reference_block_wall_s=tuple(ref_walls),
+                   candidate_block_runnable_s=_known(cand_run), reference_block_runnable_s=_known(ref_run))
+
+
+def _known(values: list[float | None]) -> tuple[float, ...]:
+    return () if any(v is None for v in values) else tuple(v for v in values if v is not None)
+
+
+def block_medians(blocks: object, rounds: int) -> list[float] | None:
+    """Per-block medians from a child's `timing_blocks` (lists of ms), None unless exactly `rounds` of them."""
+    if not isinstance(blocks, list) or len(blocks) != rounds:
+        return None
+    try:
+        return [statistics.median(float(t) for t in b) for b in blocks]
+    except (TypeError, ValueError, statistics.StatisticsError):
+        return None
+
+
+def overruns(blocks: object, walls: tuple[float, ...]) -> str:
+    """Empty when every candidate block's reported trial times fit inside the parent's wall time for it."""
+    if not isinstance(blocks, list) or len(blocks) != len(walls):
+        return f"reported {len(blocks) if isinstance(blocks, list) else 0} timing blocks, the parent ran {len(walls)}"
+    for i, (b, wall) in enumerate(zip(blocks, walls)):
+        try:
+            total_s = sum(float(t) for t in b) / 1e3
+        except (TypeError, ValueError):
+            return f"block {i}: malformed trial times"
+        if not total_s <= wall:  # NaN fails too
+            return f"block {i}: trials sum to {total_s * 1e3:.3f} ms but the block took {wall * 1e3:.3f} ms"
+    return ""
+
+
+UNACCOUNTED_RATIO = 1.5
+"""How much more of its blocks' runnable time a candidate's reported trials may leave unaccounted for than
+the reference's trials leave of the reference's blocks (medians over blocks), plus UNACCOUNTED_SLACK."""
+UNACCOUNTED_SLACK = (0.05, 0.002)
+"""(fraction of the candidate's median block, seconds): noise allowance per block."""
+
+
+def _sums_s(blocks: object, n: int) -> list[float] | None:
+    try:
+        sums = [sum(float(t) for t in b) / 1e3 for b in blocks[:n]]  # type: ignore[index]
+    except (TypeError, ValueError):
+        return None
+    return sums if len(sums) == n else None
+
+
+def _block_medians_s(blocks: object, n: int) -> list[float] | None:
+    try:
+        return [statistics.median(float(t) for t in b) / 1e3 if b else 0.0 for b in blocks[:n]]  # type: ignore[index]
+    except (TypeError, ValueError, statistics.StatisticsError):
+        return None
+
+
+def unaccounted(ref_blocks: object, ref_runnable_s: tuple[float, ...], cand_blocks: object,
+                cand_runnable_s: tuple[float, ...], checks: int, ref_walls: tuple[float, ...] = (),
+                cand_walls: tuple[float, ...] = ()) -> str:
+    """Empty unless the candidate's reported trial times leave much more of its blocks unaccounted for than
+    the reference's trials leave of the reference's blocks.
+
+    Why: `overruns` catches a child that reports MORE time than it took; this catches one that reports LESS,
+    the profitable lie (a candidate that rewrote the timing loop's list from inside `forward` reported
+    20000x with correct outputs). Outside its timed calls a block does the same trusted work in both children
+    (loading fresh inputs, the check call, reporting), so what the trials leave unaccounted for should match.
+    The measure is each sandbox's RUNNABLE time in the block, as the kernel accounts it for its busiest thread
+    (`busiest_thread_s`: on a CPU or waiting in a run queue for one), not the parent's wall clock: the wall clock also holds the
+    parent's own delays in reading `done`, which a busy machine stretches on one side and not the other (the
+    wall-clock form rejected an honest kernel at "1.852 ms of 6.968 ms" with the machine busy). An honest
+    trial's wall time holds its own run-queue waits, so a candidate that reported only its CPU time is seen
+    too. The check call in a block (one while any remain, `checks` in all, on both sides) counts as one median
+    trial. Medians over blocks: a lie that moves the median of the round ratios has to be told in most blocks.
+    What it cannot see: a lie smaller than the untimed work's noise (docs/harness.md). Without kernel
+    readings (`cand_runnable_s` or `ref_runnable_s` empty) the parent's wall times are compared instead."""
+    n = min(len(cand_runnable_s), len(ref_runnable_s))
+    if not n:
+        return unaccounted_wall(ref_blocks, ref_walls, cand_blocks, cand_walls)
+    cand_sums, cand_meds = _sums_s(cand_blocks, n), _block_medians_s(cand_blocks, n)
+    ref_sums, ref_meds = _sums_s(ref_blocks, n), _block_medians_s(ref_blocks, n)
+    if cand_sums is None or cand_meds is None or ref_sums is None or ref_meds is None:
+        return "malformed timing blocks"
+
+    def gaps(runnable: tuple[float, ...], sums: list[float], meds: list[float]) -> list[float]:
+        return [w - s - (m if i < checks else 0.0) for i, (w, s, m) in enumerate(zip(runnable, sums, meds))]
+
+    cand_gap = statistics.median(gaps(cand_runnable_s, cand_sums, cand_meds))
+    ref_gap = max(0.0, statistics.median(gaps(ref_runnable_s, ref_sums, ref_meds)))
+    cand_block = statistics.median(cand_runnable_s[:n])
+    frac, abs_s = UNACCOUNTED_SLACK
+    if not cand_gap <= UNACCOUNTED_RATIO * ref_gap + frac * cand_block + abs_s:  # NaN fails too
+        return (f"per block (median of {n}), its reported trials account for {1e3 * (cand_block - cand_gap):.3f} ms "
+                f"of the {1e3 * cand_block:.3f} ms its sandbox was running or ready to run; the reference's leave "
+                f"{1e3 * ref_gap:.3f} ms unaccounted for")
+    return ""
+
+
+def unaccounted_wall(ref_blocks: object, ref_walls: tuple[float, ...], cand_blocks: object,
+                     cand_walls: tuple[float, ...]) -> str:
+    """The wall-time form of `unaccounted` (no CPU readings): the time the candidate's trials leave unaccounted
+    for in its blocks against the same for the reference's, medians over blocks."""
+    n = min(len(ref_walls), len(cand_walls))
+    ref_sums, cand_sums = _sums_s(ref_blocks, n), _sums_s(cand_blocks, n)
+    if ref_sums is None or cand_sums is None:
+        return "malformed timing blocks"
+    if n == 0:
+        return ""
+    ref_gap = statistics.median(max(0.0, w - s) for w, s in zip(ref_walls, ref_sums))
+    cand_gap = statistics.median(w - s for w, s in zip(cand_walls, cand_sums))
+    cand_wall = statistics.median(cand_walls[:n])
+    frac, abs_s = UNACCOUNTED_SLACK
+    if not cand_gap <= UNACCOUNTED_RATIO * ref_gap + frac * cand_wall + abs_s:  # NaN fails too
+        return (f"per block (median of {n}), its trials account for {1e3 * (cand_wall - cand_gap):.3f} ms of the "
+                f"{1e3 * cand_wall:.3f} ms the block took; the reference's leave {1e3 * ref_gap:.3f} ms unaccounted for")
+    return ""
+
+
+def paired_speedup(ref_medians: list[float], cand_medians: list[float]) -> float:
+    """Median over rounds of reference-block median / candidate-block median."""
+    ratios = [r / c for r, c in zip(ref_medians, cand_medians) if r > 0 and c > 0]
+    return statistics.median(ratios) if ratios else 0.0

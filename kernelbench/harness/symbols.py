@@ -1,0 +1,174 @@
+"""The build's imports: what a candidate's compiled library asks the dynamic linker for, judged after compiling.
+
+The static rules read the source's spelling, and C++ has many spellings for one function:
+`namespace fast = at::cpu; fast::mm(a, b)` calls PyTorch's own CPU matmul around the dispatcher (invisible to
+the op tracer) and matches no text pattern. Whatever the source called it, the built library names it
+among its undefined dynamic symbols (`at::cpu::mm(at::Tensor const&, at::Tensor const&)`): the linker
+resolves it at load time from libtorch. `check_build` reads those names from every library in the build
+folder (`nm -D --undefined-only`, demangled) and rejects the ones below. Each rule is a list of patterns
+over demangled names (symbol versions `@GLIBC_2.2.5` dropped), with its why, covers and not-covered.
+
+What honest kernels import stays allowed: tensor allocation and metadata through the dispatcher
+(`at::_ops::empty_like::call`), `data_ptr`, TORCH_CHECK's `c10::detail::torchCheckFail`, pybind11 and the
+Python C API that load_inline's bindings use, libc and libm math, SLEEF vector math (`at::vec`), the
+OpenMP runtimes (`GOMP_*`, `__kmpc_*`), the CUDA runtime and cuBLAS (an allowed link flag, `-lcublas`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from kernelbench.harness.static_checks import Violation
+
+NM_TIMEOUT_S = 60.0
+OPERATOR_NAMESPACES = r"at::(cpu|meta|cuda|mps|xpu|compositeexplicitautograd\w*|compositeimplicitautograd\w*)"
+"""Namespaces of ATen's per-backend entry points (`at::cpu::mm`): one function per operator, called directly,
+not through the dispatcher. They also hold helpers (`at::cpu::is_avx2_supported`,
+`at::cuda::getCurrentCUDAStream`), so only names of ATen operators are judged there (`aten_ops`)."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One family of forbidden imports."""
+
+    flag: str
+    """`build:<rule>`: the result's flag."""
+    what: str
+    """The reason's opening words, for the agent."""
+    patterns: tuple[str, ...]
+    """Regexes searched in each demangled name (version suffix dropped)."""
+
+
+RULES = (
+    # Why: PyTorch doing the work, called so that the op tracer (a dispatch mode) never sees it; full credit
+    # for PyTorch's own kernel under the strict policy. Covers: `at::native::` (the kernels themselves),
+    # per-backend entry points of ATen operators (`OPERATOR_NAMESPACES`, however the source aliased the
+    # namespace), `redispatch` (a call with dispatch keys of the caller's choosing), the dispatcher's own
+    # API (finding and calling operators by handle). Not covered: `c10::impl::ExcludeDispatchKeyGuard`
+    # (honest builds import it from torch's headers; the static rule catches its spelling), and operators
+    # reached through the dispatcher (`at::_ops::X::call`: the tracer sees those).
+    Rule("build:dispatch_bypass", "ATen called around the dispatcher (invisible to the op tracer)",
+         (r"^at::native::", r"^at::_ops::\w+::redispatch\b", r"^c10::Dispatcher::", r"^c10::OperatorHandle\b",
+          r"^c10::impl::OperatorEntry::", r"^c10::KernelFunction::", r"^torch::jit::", r"^torch::Library::")),
+    # Why: a vendor library's kernel is not the candidate's (a BLAS sgemm is PyTorch's matmul by another
+    # door). Covers: BLAS/LAPACK (CBLAS and Fortran names), MKL, oneDNN/mkldnn/ideep, FBGEMM, XNNPACK,
+    # QNNPACK, NNPACK, cuDNN, ATen's own BLAS wrappers (`at::cuda::blas::`, `at::native::cpublas::`).
+    # Not covered: cuBLAS (allowed on purpose: `-lcublas` is an allowed flag); BLAS code pasted as source
+    # (that is writing the kernel).
+    Rule("build:library_compute", "a vendor compute library called from the kernel",
+         (r"^cblas_", r"^(cblas|lapacke?|LAPACKE)_", r"^[sdcz](gemm|gemv|ger[cu]?|axpy|dot[cu]?|scal|trsm|trmm|symm"
+          r"|syrk|syr2k|hemm|herk|her2k|gemm3m|getrf|getrs|potrf|potrs|gesv|gesvd|gesdd|syevd?|heevd?|geqrf"
+          r"|orgqr|trtrs)_?$", r"^(mkl|MKL|dnnl|mkldnn|xnn|qnnp|pytorch_qnnp|nnp|cudnn)_?[A-Za-z]",
+          r"^(dnnl|mkldnn|ideep|fbgemm|at::cuda::blas|at::native::cpublas)::")),
+    # Why: the harness times one thread; extra threads or processes are parallelism the reference does not
+    # get (and processes can outlive the run). Covers: every thread or process creation entry point of
+    # libc (POSIX, C11, clone, fork and spawn), the C++ thread class, c10's thread pools and `at::launch`,
+    # and changing the OpenMP team. Not covered: OpenMP parallel regions and `at::parallel_for` (allowed:
+    # the harness fixes their thread count); the run child's RLIMIT_NPROC cap refuses new threads anyway.
+    Rule("build:threads_or_processes", "threads or processes started by the kernel",
+         (r"^(pthread_create|thrd_create|clone3?|__clone|fork|vfork|_Fork|__fork|posix_spawnp?|system|popen"
+          r"|execv[ep]?|execl[ep]?|execvpe|fexecve|daemon|omp_set_num_threads|omp_set_dynamic|kmp_set_\w+)$",
+          r"^std::thread::_M_start_thread\b", r"^std::(__\w+::)?async\b", r"^c10::(ThreadPool|TaskThreadPool\w*)\b",
+          r"^c10::\w+ThreadPool\b", r"^at::(launch|intraop_launch|internal::launch\w*)\b",
+          r"^at::set_num(_interop)?_threads\b")),
+    # Why: the run child's folder held the job and the input sets; files and the environment are how a
+    # kernel learns which call is timed, and the build stage must not reach the host. Covers: opening,
+    # creating and mapping files (every libc spelling, fortified and 64-bit ones included), raw system
+    # calls, sockets, the dynamic loader, the environment, C++ file streams and std::filesystem.
+    # Not covered: reads through descriptors the process already holds (fd 0-2 are harmless logs).
+    Rule("build:cpp_io_or_syscalls", "file, environment or system access from the kernel",
+         (r"^_*(f|fd|fre|tmp)?open(at2?|64|at64|_2|64_2|at_2|at64_2|cookie|dir)?$", r"^creat(64)?$",
+          r"^(mkstemps?|mkostemps?|mkdtemp|tmpfile(64)?|truncate(64)?|rename(at2?)?|(sym)?link(at)?|unlink(at)?"
+          r"|rmdir|chmod|fchmod(at)?|chown|mkfifo|mknod|sendfile(64)?|name_to_handle_at|open_by_handle_at)$",
+          r"^(syscall|socket|socketpair|connect|bind|listen|accept4?|ptrace|kill|tgkill|prctl|mprotect|mmap(64)?"
+          r"|dlopen|dlmopen|dlsym|dlvsym|getenv|secure_getenv|setenv|putenv|unsetenv|clearenv)$",
+          r"^std::basic_[io]?fstream<", r"^std::basic_filebuf<[^>]*>::open\b", r"^std::(__\w+::)?filesystem::")),
+)
+
+
+@lru_cache(maxsize=1)
+def aten_ops() -> frozenset[str]:
+    """Base names of every ATen operator (`mm`, `add_`, `_softmax`), from the dispatcher's registry."""
+    import torch
+
+    return frozenset(n.split("::", 1)[1].split(".", 1)[0] for n in torch._C._dispatch_get_all_op_names()
+                     if n.startswith("aten::"))
+
+
+_OPERATOR_CALL = re.compile(OPERATOR_NAMESPACES + r"::(\w+?)(_outf|_out|_symint)?\(")
+
+
+def judge_symbols(names: list[str]) -> list[Violation]:
+    """Violations among demangled undefined symbol names (one per flag, naming the first offender)."""
+    found: dict[str, str] = {}
+    ops = aten_ops()
+    for raw in names:
+        name = raw.split("@", 1)[0].strip()
+        if name.startswith("<"):  # undefined_symbols could not read the library: never a clean build
+            found.setdefault("build:unreadable_library", f"the built library could not be read: {name[:200]}")
+            continue
+        for rule in RULES:
+            if rule.flag not in found and any(re.search(p, name) for p in rule.patterns):
+                found[rule.flag] = f"{rule.what}: the built library imports {name[:160]!r}"
+        m = _OPERATOR_CALL.match(name)
+        if m and "build:dispatch_bypass" not in found and (m.group(2) in ops or m.group(2).rstrip("_") in ops):
+            found["build:dispatch_bypass"] = (f"ATen operator called through its backend entry point, around the "
+                                              f"dispatcher (invisible to the op tracer): {name[:160]!r}")
+    return [Violation(flag, reason) for flag, reason in found.items()]
+
+
+def undefined_symbols(library: str) -> list[str]:
+    """Demangled names the shared library `library` imports (its undefined dynamic symbols).
+
+    nm reads the file and prints text; nothing of the library runs. A file nm cannot read is reported as
+    one pseudo-symbol that no rule allows, so an unreadable build is never a clean one."""
+    nm = shutil.which("nm")
+    if nm is None:
+        raise FileNotFoundError("nm (binutils) is not installed; it comes with every C++ toolchain")
+    try:
+        out = subprocess.run([nm, "-D", "--undefined-only", "--demangle", "--format=posix", library],
+                             capture_output=True, text=True, timeout=NM_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return ["<nm timed out>"]
+    if out.returncode != 0:
+        return [f"<unreadable library: {out.stderr.strip()[:200]}>"]
+    # posix format: "NAME TYPE [VALUE SIZE]"; demangled names hold spaces, so the type is the last letter field
+    names = []
+    for line in out.stdout.splitlines():
+        m = re.match(r"^(.*) [UvwVW]( |$)", line)
+        if m:
+            names.append(m.group(1))
+    return names
+
+
+def _shared_object(path: Path) -> bool:
+    """Whether `path` is an ELF file the dynamic loader can map (ET_DYN), whatever it is called."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(18)
+    except OSError:
+        return True  # unreadable: judged (and rejected) by undefined_symbols
+    return len(head) == 18 and head[:4] == b"\x7fELF" and int.from_bytes(head[16:18], "little" if head[5] == 1 else "big") == 3
+
+
+def libraries(build_dir: str) -> list[str]:
+    """Every shared library in the build folder (regular files only: the folder was brought back by
+    `builds.import_tree`, which keeps no links): by content, not by name, so a library the compile child
+    left as `payload.bin` for a later `dlopen` is judged too."""
+    return sorted(str(p) for p in Path(build_dir).rglob("*") if p.is_file() and not p.is_symlink()
+                  and (p.suffix == ".so" or _shared_object(p)))
+
+
+def check_build(build_dir: str) -> list[Violation]:
+    """Violations in the imports of every library the candidate built in `build_dir` (an entry's `ext/`)."""
+    found: dict[str, Violation] = {}
+    for lib in libraries(build_dir):
+        for v in judge_symbols(undefined_symbols(lib)):
+            found.setdefault(v.flag, Violation(v.flag, f"{v.reason} ({os.path.basename(lib)})"))
+    return list(found.values())
