@@ -13,7 +13,7 @@ Inputs: every call `measure` makes (warm-up and timed trials) sees input content
 timing base sets are their own draws of `get_inputs()` from secret seeds (`inputs.make_timing_sets`), never a
 correctness set; they rotate through one set of argument buffers (allocated afresh for every block), and
 before each call, outside the timed window, the base set is copied in with every floating ELEMENT multiplied
-by its own factor drawn uniformly from [0.5, 2] (integer tensors are indices and stay as they are), from a
+by its own factor drawn uniformly from 256 levels in [0.5, 2] (integer tensors are indices and stay as they are), from a
 generator seeded from the OS's entropy and dropped after the load. Positive factors keep each value's sign,
 so domains such as `log` and `sqrt` stay valid. Why element-wise: with one factor per call a timed input was
 a scalar multiple of a set the candidate had seen, and a task whose first stage is linear could cache that
@@ -112,12 +112,26 @@ def load_scaled(buffers: list[Any], values: list[Any], factor: float) -> None:
             buf.copy_(val)
 
 
+FACTOR_LEVELS = 256
+"""Each element's factor is one of this many evenly spaced values in SCALE_RANGE (8 random bits)."""
+
+
 def _factors(like: torch.Tensor, generator: torch.Generator, device: Any) -> torch.Tensor:
-    """Element-wise factors uniform in SCALE_RANGE, in `like`'s (real) dtype, on `device`."""
+    """Element-wise factors in SCALE_RANGE (one of FACTOR_LEVELS levels, independent and uniform per element),
+    in `like`'s (real) dtype, on `device`.
+
+    Why 8 bits per element: one float draw per element from a CPU generator (mt19937) cost ~40 ms per 4M
+    elements, about five times the ReLU it perturbs, twice per trial (both children) -- most of an evaluation's
+    wall time on CPU. Eight 64-bit draws' worth of bytes cost an eighth of that, and 256 independent levels per
+    element leave no cheaper route to a timed call's output than computing it: the caching attack needs one
+    factor shared by many elements. `random_` over the whole int64 range, so the top byte is uniform too."""
     low, high = SCALE_RANGE
     real = like.real.dtype if like.is_complex() else like.dtype
-    u = torch.rand(tuple(like.shape), generator=generator, dtype=torch.float32, device=generator.device)
-    return (u * (high - low) + low).to(device=device, dtype=real)
+    n = like.numel()
+    words = torch.empty((n + 7) // 8, dtype=torch.int64, device=generator.device)
+    words.random_(-(2 ** 63), 2 ** 63 - 1, generator=generator)
+    levels = words.view(torch.uint8)[:n].view(tuple(like.shape)).to(device=device)
+    return levels.to(dtype=real).mul_((high - low) / (FACTOR_LEVELS - 1)).add_(low)
 
 
 def load_perturbed(buffers: list[Any], values: list[Any], generator: torch.Generator) -> None:

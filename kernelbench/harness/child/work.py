@@ -8,8 +8,8 @@ the device's roofline time. Rules (docs/harness.md, "Speed of light"):
   buffers) plus every tensor it returns, each once (`numel * element_size`; tensors sharing memory counted
   once). Intermediates are not counted: a fused kernel need not write them, so they are no part of the
   least traffic. Reading inputs once and writing outputs once is the floor any kernel pays.
-- FLOPs of matrix products, convolutions and attention: `torch.utils.flop_counter.FlopCounterMode` (2 per
-  multiply-add: `mm` of (M, K) x (K, N) is 2·M·N·K; `addmm`'s bias add is not counted).
+- FLOPs of matrix products, convolutions and attention: the formulas FlopCounterMode uses
+  (`torch.utils.flop_counter.flop_registry`; 2 per multiply-add: `mm` of (M, K) x (K, N) is 2·M·N·K; `addmm`'s bias add is not counted).
 - FLOPs FlopCounterMode does not count (it returns 0 for everything outside its registry), by our rule:
   allocation, views, metadata and layout copies (`op_policy.classify_op`) and data moves (`MOVES`:
   `cat`, `flip`, `gather`, `where`...) 0; ops tagged `pointwise`
@@ -137,16 +137,25 @@ def op_flops(name: str, tags: Any, inputs: list[torch.Tensor], outputs: list[tor
     return max(largest_in, largest_out), True
 
 
-class _OtherOps(TorchDispatchMode):
-    """Counts what FlopCounterMode leaves out, and the dtypes of the work, op by op."""
+class _Counter(TorchDispatchMode):
+    """Counts FLOPs op by op: matrix products, convolutions and attention by the formulas of
+    `torch.utils.flop_counter.flop_registry` (those FlopCounterMode uses), every other op by `op_flops`; also
+    the dtypes of the work.
+
+    Why not FlopCounterMode itself: its dispatch mode is wrapped to disable Dynamo, and that wrapper imports
+    `torch._dynamo` on the first op (3 s on a 2-core VM, in every reference child). This mode makes the same
+    calls FlopCounterMode makes -- an op without a formula is first offered to its decomposition, whose pieces
+    are counted instead (`OpOverload.decompose`), then the formula of the op that runs is applied to its
+    arguments and output -- without Dynamo."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
         return False  # as op_policy.OpTracer: no graph to skip, and importing dynamo costs seconds
 
-    def __init__(self, counted: set[Any]):
+    def __init__(self, registry: dict[Any, Any]):
         super().__init__()
-        self.counted = counted
+        self.registry = registry
+        self.matmul_flops = 0
         self.flops = 0
         self.ops = 0
         self.estimated: dict[str, None] = {}
@@ -154,10 +163,18 @@ class _OtherOps(TorchDispatchMode):
         self.other_sizes: dict[str, int] = {}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        out = func(*args, **(kwargs or {}))
+        kwargs = kwargs or {}
+        packet = func.overloadpacket
+        if packet not in self.registry and func is not torch.ops.prim.device.default:
+            with self:
+                decomposed = func.decompose(*args, **kwargs)
+            if decomposed is not NotImplemented:
+                return decomposed
+        out = func(*args, **kwargs)
         self.ops += 1
-        inputs, outputs = _tensors((args, kwargs or {})), _tensors(out)
-        if func.overloadpacket in self.counted:
+        inputs, outputs = _tensors((args, kwargs)), _tensors(out)
+        if packet in self.registry:
+            self.matmul_flops += int(self.registry[packet](*args, **kwargs, out_val=out))
             big = max(inputs, key=lambda t: t.numel(), default=None)
             if big is not None:
                 key = str(big.dtype).replace("torch.", "")
@@ -183,17 +200,16 @@ def count_work(model: Any, args: list[Any]) -> Work:
     params = [p for p in model.parameters()] + [b for b in model.buffers()] if hasattr(model, "parameters") else []
     seen: set[tuple[int, int, int]] = set()
     input_bytes = distinct_bytes(_tensors(args) + params, seen)
-    from torch.utils.flop_counter import FlopCounterMode  # here, not at import: it imports triton (~1 s) when installed
+    from torch.utils.flop_counter import flop_registry  # here, not at import: it imports triton (~1 s) when installed
 
-    counter = FlopCounterMode(display=False)
-    other = _OtherOps(set(counter.flop_registry))
-    with counter, other:  # `other` is innermost: it sees each op first, then FlopCounterMode counts it
+    counter = _Counter(flop_registry)
+    with counter:
         out = model(*args)
     output_bytes = distinct_bytes(_tensors(out), seen)
-    return Work(input_bytes=input_bytes, output_bytes=output_bytes, matmul_flops=int(counter.get_total_flops()),
-                other_flops=other.flops, matmul_dtype=_largest(other.matmul_sizes),
-                dtype=_largest(other.other_sizes) or _dtype_of(out), tf32=bool(torch.backends.cuda.matmul.allow_tf32),
-                estimated_ops=tuple(other.estimated), ops=other.ops)
+    return Work(input_bytes=input_bytes, output_bytes=output_bytes, matmul_flops=counter.matmul_flops,
+                other_flops=counter.flops, matmul_dtype=_largest(counter.matmul_sizes),
+                dtype=_largest(counter.other_sizes) or _dtype_of(out), tf32=bool(torch.backends.cuda.matmul.allow_tf32),
+                estimated_ops=tuple(counter.estimated), ops=counter.ops)
 
 
 def _dtype_of(out: Any) -> str:
