@@ -93,10 +93,11 @@ def scoring_of(config: TrainConfig) -> Any:
 
 def make_harness_rollout(config: TrainConfig, out_dir: str, rank: int = 0):
     from agent.policy import SamplingConfig
-    from train.rollout import HarnessRollout, ReusingEvaluator, make_evaluator
+    from kernelbench.executors.executor import make_evaluator
+    from train.rollout import HarnessRollout, ReusingEvaluator
 
-    evaluator = make_evaluator(eval_config_of(config), config.compile_workers, config.run_workers,
-                               executor=config.executor, ray_address=config.ray_address,
+    evaluator = make_evaluator(eval_config_of(config), executor=config.executor, ray_address=config.ray_address,
+                               compile_workers=config.compile_workers, run_workers=config.run_workers,
                                max_in_flight=config.max_in_flight)
     if config.reuse_identical_results:
         evaluator = ReusingEvaluator(evaluator)

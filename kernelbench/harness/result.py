@@ -31,11 +31,6 @@ COMPILED = "compiled"           # `eval --compile-only` only: the CUDA sources c
 """Verdicts on the candidate: the statuses that are scored and counted in metrics (all but `harness_error`)."""
 
 
-def is_verdict(result: "EvalResult") -> bool:
-    """Whether `result` judges the candidate (scored, counted) rather than reporting a harness fault."""
-    return result.status != HARNESS_ERROR
-
-
 @dataclass(frozen=True)
 class Conditions:
     """What a result was measured on; recorded with every result so that runs can be compared honestly."""
