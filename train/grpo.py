@@ -39,7 +39,7 @@ from agent.episode import Trajectory
 from kernelbench.tasks.task import Task
 from train.config import TrainConfig, save_config, to_dict, validate_train
 from train.metrics_log import MetricsLogger, departing_share, repetition_rate, usual_openings
-from train.samples import TurnSample, build_samples, status_shares
+from train.samples import TurnSample, build_samples
 
 TRL_RENAMES = {"loss": "loss/policy", "grad_norm": "loss/grad_norm", "learning_rate": "loss/lr",
                "entropy": "loss/entropy", "kl": "loss/kl", "reward": "reward/trl_mean_return",
