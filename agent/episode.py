@@ -107,22 +107,12 @@ class Trajectory:
         return self.turns[self.inherited_turns:]
 
     @property
-    def best_turn(self) -> Turn | None:
-        """The highest-scoring turn (the earliest among equals), or None for an empty trajectory."""
-        return max(self.turns, key=lambda t: (t.score, -t.index), default=None)
-
-    @property
     def best_score(self) -> float:
         return max((t.score for t in self.turns), default=0.0)
 
     @property
     def correct(self) -> bool:
         return any(t.result.status == CORRECT for t in self.turns)
-
-    @property
-    def best_speedup(self) -> float:
-        """Speedup of the fastest correct kernel, 0 if none (DESIGN.md, Metrics)."""
-        return max((t.result.speedup for t in self.turns if t.result.status == CORRECT), default=0.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {"task_id": self.task_id, "traj_id": self.traj_id, "inherited_turns": self.inherited_turns,

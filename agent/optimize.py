@@ -19,8 +19,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from agent.backends import make_policy
 from agent.episode import EpisodeRunner, SubmitsEvaluations, Trajectory, Turn
-from agent.policy import Policy, SamplingConfig, make_policy
+from agent.policy import Policy, SamplingConfig
 from agent.prompts import PromptSettings
 from agent.report import Best, write_report
 from agent.strategies import SearchBudget, search

@@ -1,8 +1,8 @@
 """The policy seam: anything that turns a batch of chat conversations into completions.
 
 Three backends implement it (`--backend`): `hf` (transformers, CPU or GPU), `vllm` (offline engine, GPU)
-and `openai` (any chat-completions server). The episode code sees only `Policy.generate`, so training,
-benchmarks and the `optimize` assistant run unchanged on any of them.
+and `openai` (any chat-completions server); `agent.backends` builds the one named. The episode code sees
+only `Policy.generate`, so training, benchmarks and the `optimize` assistant run unchanged on any of them.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ from typing import Any, Callable, Protocol, runtime_checkable
 Message = dict[str, str]
 """One chat message: `{"role": "system" | "user" | "assistant", "content": "..."}`."""
 Conversation = list[Message]
-
-BACKENDS = ("hf", "vllm", "openai")
 
 
 @dataclass(frozen=True)
@@ -90,23 +88,3 @@ def inline_reasoning_tokens(text: str, count_tokens: Callable[[str], int]) -> in
     from agent.parsing import strip_reasoning
 
     return max(0, count_tokens(text) - count_tokens(strip_reasoning(text)))
-
-
-def make_policy(backend: str, model: str, *, base_url: str = "", device: str = "cpu",
-                **options: Any) -> Policy:
-    """Build the backend named by `--backend`; heavy imports happen only for the chosen one."""
-    if backend == "openai":
-        from agent.openai_backend import OpenAIPolicy
-
-        if not base_url:
-            raise ValueError("the openai backend needs --base-url (e.g. http://localhost:8000/v1)")
-        return OpenAIPolicy(base_url=base_url, model=model, **options)
-    if backend == "hf":
-        from agent.hf_backend import HFPolicy
-
-        return HFPolicy.from_pretrained(model, device=device, **options)
-    if backend == "vllm":
-        from agent.vllm_backend import VLLMPolicy
-
-        return VLLMPolicy(model, **options)
-    raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")

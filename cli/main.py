@@ -46,17 +46,6 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def _available() -> dict[str, object]:
-    mods = {}
-    for name, modname in SUBCOMMANDS.items():
-        try:
-            mods[name] = importlib.import_module(modname)
-        except ModuleNotFoundError as e:
-            if e.name != modname:  # the module exists but something it imports is missing: say so
-                raise
-    return mods
-
-
 def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict[str, object]]:
     parser = _Parser(prog="kernel-agent", description="Train, run and benchmark an agent that writes fast, correct kernels.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
@@ -64,7 +53,7 @@ def build_parser(argv: list[str]) -> tuple[argparse.ArgumentParser, dict[str, ob
     if chosen in SUBCOMMANDS:
         mods = {chosen: importlib.import_module(SUBCOMMANDS[chosen])}
     else:
-        mods = _available()
+        mods = {name: importlib.import_module(modname) for name, modname in SUBCOMMANDS.items()}
     for mod in mods.values():
         mod.add_parser(sub)
     return parser, mods

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agent.policy import BACKENDS
+from agent.backends import BACKENDS
 from agent.strategies import STRATEGIES
 from cli.main import add_executor_options
 

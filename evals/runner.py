@@ -442,7 +442,7 @@ def run_bench(config: BenchConfig, policy=None, say: Callable[[str], None] = pri
 
 
 def make_backend(config: BenchConfig):
-    from agent.policy import make_policy
+    from agent.backends import make_policy
 
     if not config.model:
         raise BenchError(f"--backend {config.backend} needs --model")

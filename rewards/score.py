@@ -12,10 +12,6 @@ from dataclasses import dataclass
 
 from kernelbench.harness.result import CORRECT, HARNESS_ERROR, EvalResult
 
-HARNESS_ERROR = "harness_error"
-"""Status (or flag) of a result the harness failed to produce: its score is unknown, not 0."""
-
-
 @dataclass(frozen=True)
 class ScoreConfig:
     """How an `EvalResult` becomes a scalar score."""

@@ -43,8 +43,8 @@ step() {  # step NAME TIMEOUT_S CMD...
 cat "$OUT/env.log"
 
 step gpu_tests       300 python3 -m pytest -q -p no:cacheprovider -m gpu -o addopts="" --timeout=280 tests/
-step cuda_solutions  240 python3 scripts/check_solutions.py --device cuda --size gpu --checker harness
-step triton_solutions 180 python3 scripts/check_solutions.py --triton --device cuda --size gpu --checker harness
+step cuda_solutions  240 python3 scripts/check_solutions.py --device cuda --size gpu
+step triton_solutions 180 python3 scripts/check_solutions.py --triton --device cuda --size gpu
 step harness_bench   120 python3 scripts/bench_harness.py --device cuda --repeats 5 --batch 4
 step task_sizes      120 python3 scripts/task_sizes.py --size gpu --device cuda --json "$OUT/task_sizes.json"
 step grpo_trainer    150 python3 scripts/gpu_grpo_check.py "$OUT/grpo"

@@ -7,7 +7,8 @@ import time
 import pytest
 
 from agent.openai_backend import OpenAIError, OpenAIPolicy
-from agent.policy import SamplingConfig, make_policy
+from agent.backends import make_policy
+from agent.policy import SamplingConfig
 from tests.chat_server import ChatServer
 
 CONV = [{"role": "system", "content": "s"}, {"role": "user", "content": "write a kernel"}]

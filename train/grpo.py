@@ -39,7 +39,7 @@ from agent.episode import Trajectory
 from kernelbench.tasks.task import Task
 from train.config import TrainConfig, save_config, to_dict, validate_train
 from train.metrics_log import MetricsLogger, departing_share, repetition_rate, usual_openings
-from train.samples import TurnSample, build_samples, status_shares
+from train.samples import TurnSample, build_samples
 
 TRL_RENAMES = {"loss": "loss/policy", "grad_norm": "loss/grad_norm", "learning_rate": "loss/lr",
                "entropy": "loss/entropy", "kl": "loss/kl", "reward": "reward/trl_mean_return",
@@ -93,10 +93,11 @@ def scoring_of(config: TrainConfig) -> Any:
 
 def make_harness_rollout(config: TrainConfig, out_dir: str, rank: int = 0):
     from agent.policy import SamplingConfig
-    from train.rollout import HarnessRollout, ReusingEvaluator, make_evaluator
+    from kernelbench.executors.executor import make_evaluator
+    from train.rollout import HarnessRollout, ReusingEvaluator
 
-    evaluator = make_evaluator(eval_config_of(config), config.compile_workers, config.run_workers,
-                               executor=config.executor, ray_address=config.ray_address,
+    evaluator = make_evaluator(eval_config_of(config), executor=config.executor, ray_address=config.ray_address,
+                               compile_workers=config.compile_workers, run_workers=config.run_workers,
                                max_in_flight=config.max_in_flight)
     if config.reuse_identical_results:
         evaluator = ReusingEvaluator(evaluator)

@@ -1,4 +1,4 @@
-"""Rollouts for training: the harness-backed multi-turn rollout and the evaluators it submits to.
+"""Rollouts for training: the harness-backed multi-turn rollout and the evaluator wrapper it submits to.
 
 A rollout runs on the trainer's current weights inside TRL's generation step (train/grpo.py), so every
 batch is on-policy. Inside one batch the episode runner overlaps evaluation with generation: a task's
@@ -8,8 +8,7 @@ next turn is generated as soon as its evaluations return, while other tasks' ker
 from __future__ import annotations
 
 import threading
-import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Protocol, Sequence
 
@@ -53,24 +52,6 @@ class HarnessRollout:
         return runner.run(Job(task=t, traj_id=f"{k}/{i}") for k, t in enumerate(tasks) for i in range(self.trajectories))
 
 
-class PoolEvaluator:
-    """`submit(task, src) -> Future[EvalResult]` over `kernelbench.harness.evaluate` in a thread pool; used when
-    `kernelbench.executors.evaluator.Evaluator` (separate compile and run pools) is not available."""
-
-    def __init__(self, config: Any, workers: int = 2):
-        from kernelbench.harness.evaluate import evaluate
-
-        self._evaluate = evaluate
-        self.config = config
-        self.pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="eval")
-
-    def submit(self, task: Task, src: str) -> Future:
-        return self.pool.submit(self._evaluate, task, src, self.config)
-
-    def close(self) -> None:
-        self.pool.shutdown(wait=True)
-
-
 class ReusingEvaluator:
     """Wraps an evaluator: the first submission of a (task, candidate text) is evaluated, identical later
     ones share its Future (see `TrainConfig.reuse_identical_results`). Counts what it reused."""
@@ -108,15 +89,3 @@ class ReusingEvaluator:
         close = getattr(self.inner, "close", None)
         if close:
             close()
-
-
-def make_evaluator(eval_config: Any, compile_workers: int, run_workers: int, *, executor: str = "local",
-                   ray_address: str = "", max_in_flight: int = 0) -> Any:
-    """The harness's evaluator for `executor` (`kernelbench.executors.executor`: local threads or Ray actors), else
-    `PoolEvaluator` when the harness's own is absent."""
-    try:
-        from kernelbench.executors.executor import make_evaluator as make
-    except ImportError:
-        return PoolEvaluator(eval_config, workers=max(compile_workers, run_workers))
-    return make(eval_config, executor=executor, ray_address=ray_address, compile_workers=compile_workers,
-                run_workers=run_workers, max_in_flight=max_in_flight)

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from agent.episode import Trajectory
-from kernelbench.harness.result import STATUSES
 from rewards import ScoreConfig, advantages_by_task, turn_returns
 from rewards.score import HARNESS_ERROR, is_harness_error
 
@@ -79,9 +78,3 @@ def build_samples(groups: Sequence[Sequence[Trajectory]], encode_prompt, *, scor
                                       finish_reason=turn.finish_reason, response=turn.response))
         out.append(samples)
     return out
-
-
-def status_shares(samples: Sequence[TurnSample]) -> dict[str, float]:
-    """Share of samples per harness status (every status present, zeros included)."""
-    n = max(1, len(samples))
-    return {s: sum(1 for x in samples if x.status == s) / n for s in (*STATUSES, HARNESS_ERROR)}

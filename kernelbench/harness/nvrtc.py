@@ -14,31 +14,8 @@ compile-only check for this path on a machine without one.
 
 from __future__ import annotations
 
-import ast
-import importlib.util
-
 CUPY_CACHE_DIR = "/tmp/cupy-kernel-cache"
 """Inside the sandbox's private /tmp: NVRTC output never outlives the child."""
-
-
-def uses_nvrtc(src: str) -> bool:
-    """Whether a candidate builds kernels through CuPy's RawModule / RawKernel (read with ast, not executed)."""
-    try:
-        tree = ast.parse(src)
-    except SyntaxError:
-        return False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in ("RawModule", "RawKernel"):
-            return True
-        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cupy"):
-            if any(a.name in ("RawModule", "RawKernel") for a in node.names):
-                return True
-    return False
-
-
-def cupy_available() -> bool:
-    """CuPy is installed (checked without importing it)."""
-    return importlib.util.find_spec("cupy") is not None
 
 
 def child_env(device: str) -> tuple[tuple[str, str], ...]:

@@ -25,15 +25,8 @@ HARNESS_ERROR = "harness_error" # not the candidate's fault: the child could not
                                 # the sandbox failed, the harness's own code raised, a result vanished with no
                                 # sign from the candidate. Never cached, never scored, retried once, always shown.
 STATUSES = (FORMAT_ERROR, REJECTED, COMPILE_ERROR, RUNTIME_ERROR, TIMEOUT, INCORRECT, CORRECT, HARNESS_ERROR)
-CANDIDATE_STATUSES = STATUSES[:-1]
 COMPILED = "compiled"           # `eval --compile-only` only: the CUDA sources compiled with nvcc; nothing ran, so
                                 # nothing is claimed about correctness (not a status of a full evaluation)
-"""Verdicts on the candidate: the statuses that are scored and counted in metrics (all but `harness_error`)."""
-
-
-def is_verdict(result: "EvalResult") -> bool:
-    """Whether `result` judges the candidate (scored, counted) rather than reporting a harness fault."""
-    return result.status != HARNESS_ERROR
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,244 @@
+"""The architecture's rules, read from the source with `ast` (nothing is imported): docs/architecture.md.
+
+- no import circle among the project's modules (imports inside functions count: they run sooner or later);
+- `train/` imports nothing from `evals/` (what spans both sits above them, in `cli/`);
+- no module of `kernelbench/` exceeds 400 lines, the built-in task files and reference solutions aside;
+- the spine, the files one kernel passes through from its task file to the gradient, is at most seven
+  entries, each file at most 400 lines.
+
+A failure names what it found: the circle with the line of each import in it, the import from `evals/`,
+the file and its length.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import deque
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("agent", "cli", "evals", "kernelbench", "rewards", "train")
+MAX_LINES = 400
+SIZE_EXEMPT = ("kernelbench/tasks/solutions/", "kernelbench/tasks/builtin_tasks/")
+"""Problem files and reference solutions: data in the task format, not library code."""
+SPINE = {
+    "task file reader": "kernelbench/tasks/catalog.py",
+    "training entry": "train/grpo.py",
+    "episode": "agent/episode.py",
+    "evaluate": "kernelbench/harness/evaluate.py",
+    "child's worker": "kernelbench/harness/child/worker.py",
+    "rewards": "rewards/",
+    "trainer hook": "train/grpo.py",
+}
+"""One kernel's path from task file to gradient (docs/architecture.md walks it); a folder counts as one entry,
+every module in it held to the limit."""
+
+
+# ---------------------------------------------------------------- the import graph
+
+def module_files(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
+    """Dotted module name -> file, for every .py under `packages` (a package is its `__init__.py`)."""
+    found = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join(parts)] = path
+    return found
+
+
+def _targets(module: str, is_package: bool, node: ast.Import | ast.ImportFrom, files: dict[str, Path]) -> list[str]:
+    """The project modules an import statement loads: `import a.b.c` -> a.b.c (or its nearest enclosing
+    module when c is a name in a.b); `from a import b` -> module a.b when there is one, else a."""
+
+    def resolve(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    if isinstance(node, ast.Import):
+        found = [resolve(alias.name) for alias in node.names]
+    else:
+        if node.level:  # relative: resolved against the importing module's package
+            package = module.split(".") if is_package else module.split(".")[:-1]
+            base = ".".join(package[:len(package) - (node.level - 1)] + ([node.module] if node.module else []))
+        else:
+            base = node.module or ""
+        found = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else resolve(base) for alias in node.names]
+    return [name for name in found if name and name != module]
+
+
+def import_graph(root: Path, packages: tuple[str, ...]) -> dict[str, dict[str, int]]:
+    """module -> {project module it imports: line of the first such import}, from every import statement in
+    the file (top level, inside functions, under `if TYPE_CHECKING`). Parent packages' `__init__` run on
+    import too, but a package importing its own submodules is the normal shape of a package, not a circle,
+    so those implicit edges are left out."""
+    files = module_files(root, packages)
+    graph: dict[str, dict[str, int]] = {}
+    for module, path in files.items():
+        edges: dict[str, int] = {}
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in _targets(module, path.name == "__init__.py", node, files):
+                    edges[target] = min(edges.get(target, node.lineno), node.lineno)
+        graph[module] = edges
+    return graph
+
+
+def strongly_connected(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """Tarjan's strongly connected components with more than one module (iterative: no recursion limit)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return sorted(found)
+
+
+def one_cycle(graph: dict[str, dict[str, int]], component: list[str]) -> list[str]:
+    """A shortest circle through the component's first module, as [a, b, ..., a] (breadth-first)."""
+    members, start = set(component), component[0]
+    came_from: dict[str, str] = {}
+    queue = deque([start])
+    while queue:
+        node = queue.popleft()
+        for child in sorted(graph[node]):
+            if child == start:
+                path = [node]
+                while path[-1] != start:
+                    path.append(came_from[path[-1]])
+                return [*reversed(path), start]
+            if child in members and child not in came_from:
+                came_from[child] = node
+                queue.append(child)
+    raise AssertionError(f"no circle through {start} in {component}")
+
+
+def describe_cycle(graph: dict[str, dict[str, int]], files: dict[str, Path], cycle: list[str]) -> str:
+    steps = [f"{a} -> {b} ({files[a].relative_to(ROOT)}:{graph[a][b]})" for a, b in zip(cycle, cycle[1:])]
+    return "circle: " + " -> ".join(cycle) + "\n    " + "\n    ".join(steps)
+
+
+def describe_component(graph: dict[str, dict[str, int]], files: dict[str, Path], component: list[str]) -> str:
+    """One circle of a strongly connected component, and the component's other members when it has more."""
+    cycle = one_cycle(graph, component)
+    rest = sorted(set(component) - set(cycle))
+    return describe_cycle(graph, files, cycle) + (f"\n    (same knot: {', '.join(rest)})" if rest else "")
+
+
+@pytest.fixture(scope="module")
+def project():
+    return import_graph(ROOT, PACKAGES), module_files(ROOT, PACKAGES)
+
+
+# ---------------------------------------------------------------- the reader itself
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_graph_counts_imports_inside_functions_and_names_the_circle(tmp_path):
+    """The checks below are only as good as the graph: a circle closed by an import inside a function, and
+    `from package import module`, are both found, and the circle is listed in order."""
+    _write(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/a.py": "from pkg import b\n",
+        "pkg/b.py": "import os\n\ndef later():\n    from pkg.c import thing\n    return thing\n",
+        "pkg/c.py": "import pkg.a as alias\nthing = 1\n",
+        "pkg/d.py": "from pkg.a import something_defined_in_a\nfrom . import c\n",
+    })
+    graph = import_graph(tmp_path, ("pkg",))
+    assert graph["pkg.b"] == {"pkg.c": 4}
+    assert graph["pkg.d"] == {"pkg.a": 1, "pkg.c": 2}
+    assert strongly_connected(graph) == [["pkg.a", "pkg.b", "pkg.c"]]
+    assert one_cycle(graph, ["pkg.a", "pkg.b", "pkg.c"]) == ["pkg.a", "pkg.b", "pkg.c", "pkg.a"]
+    _write(tmp_path, {"pkg/c.py": "thing = 1\n"})
+    assert strongly_connected(import_graph(tmp_path, ("pkg",))) == []
+
+
+def test_graph_of_the_project_holds_its_known_edges(project):
+    graph, files = project
+    assert len(files) > 100
+    assert "kernelbench.harness.result" in graph["agent.episode"]  # top level
+    assert "agent.openai_backend" in graph["agent.backends"]  # inside make_policy
+
+
+# ---------------------------------------------------------------- the rules
+
+def test_no_import_circles(project):
+    graph, files = project
+    circles = [describe_component(graph, files, c) for c in strongly_connected(graph)]
+    if circles:
+        pytest.fail(f"{len(circles)} import circle(s):\n" + "\n".join(circles), pytrace=False)
+
+
+def test_train_imports_nothing_from_evals(project):
+    graph, files = project
+    found = [f"{files[m].relative_to(ROOT)}:{line} imports {t}" for m, edges in sorted(graph.items())
+             if m == "train" or m.startswith("train.") for t, line in sorted(edges.items())
+             if t == "evals" or t.startswith("evals.")]
+    if found:
+        pytest.fail("train/ must not import evals/ (cli/ sits above both):\n" + "\n".join(found), pytrace=False)
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+def test_kernelbench_modules_are_at_most_400_lines():
+    too_long = [f"{rel}: {n} lines" for path in sorted((ROOT / "kernelbench").rglob("*.py"))
+                if not (rel := path.relative_to(ROOT).as_posix()).startswith(SIZE_EXEMPT)
+                and (n := _lines(path)) > MAX_LINES]
+    if too_long:
+        pytest.fail(f"kernelbench/ modules over {MAX_LINES} lines:\n" + "\n".join(too_long), pytrace=False)
+
+
+def test_spine_is_seven_entries_each_at_most_400_lines():
+    assert len(SPINE) <= 7
+    paths = []
+    for role, entry in SPINE.items():
+        target = ROOT / entry
+        assert target.exists(), f"spine entry {role!r}: {entry} does not exist (update SPINE and docs/architecture.md)"
+        paths += sorted(target.rglob("*.py")) if target.is_dir() else [target]
+    too_long = [f"{path.relative_to(ROOT)}: {n} lines" for path in dict.fromkeys(paths)
+                if (n := _lines(path)) > MAX_LINES]
+    if too_long:
+        pytest.fail(f"spine files over {MAX_LINES} lines:\n" + "\n".join(too_long), pytrace=False)
