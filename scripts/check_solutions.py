@@ -16,7 +16,7 @@ same seed, outputs are compared with allclose(atol=1e-4, rtol=1e-4), on every in
 (`INPUT_CONFIGS`; timed on the first), on randn inputs and on the same inputs
 scaled by 3 (not for kernelbench.tasks.solutions.SCALED_INPUTS_UNRELIABLE, whose fp32 reference is itself out of
 tolerance there), and both forwards are timed (median, one intra-op thread on CPU). The compile-only check uses
-`kernelbench.harness.builds.nvcc_compile_check` when present, else nvcc directly with a shim header for the one
+`kernelbench.harness.nvcc_check.nvcc_compile_check` when present, else nvcc directly with a shim header for the one
 generated file the CPU torch wheel lacks (see DESIGN.md, "Devices").
 """
 
@@ -177,9 +177,9 @@ def nvcc_check(solution: Solution, shim_dir: str) -> dict:
     """Compile the solution's cuda_sources with nvcc (sm_90, torch headers), as load_inline would."""
     import torch.utils.cpp_extension as cpp_extension
 
-    builds = importlib.util.find_spec("kernelbench.harness.builds")
+    builds = importlib.util.find_spec("kernelbench.harness.nvcc_check")
     if builds is not None:
-        module = importlib.import_module("kernelbench.harness.builds")
+        module = importlib.import_module("kernelbench.harness.nvcc_check")
         check = getattr(module, "nvcc_compile_check", None)
         if check is not None:
             started = time.perf_counter()
