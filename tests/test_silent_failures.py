@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench.harness import build_cache, build_tree, builder, pch, sandbox, toolchain
+from kernelbench.harness import build_cache, build_tree, builder, bwrap, pch, sandbox, toolchain
 from kernelbench.harness.child import load_inline_hook
 from kernelbench.harness.child import worker
 from kernelbench.tasks.builtin import load_builtin
@@ -170,10 +170,10 @@ def test_binding_helpers_pass_and_interpreter_access_does_not():
 # --- importable everywhere -----------------------------------------------------------------------------
 
 def test_sandbox_rebinds_the_interpreter_but_never_the_temp_folder():
-    paths = sandbox.child_readonly_paths()
+    paths = bwrap.child_readonly_paths()
     tmp = os.path.realpath(tempfile.gettempdir())
     assert all(not (tmp == p or tmp.startswith(p + os.sep)) for p in paths)
-    assert all(p != r for p in paths for r in sandbox.hidden_roots())
+    assert all(p != r for p in paths for r in bwrap.hidden_roots())
 
 
 @pytest.mark.slow  # a clone, a venv and a whole evaluation in a fresh interpreter: minutes on a busy machine

@@ -1,4 +1,4 @@
-"""The builder, the compile stage's work: import a candidate in a sandboxed child that builds it into its build cache entry.
+"""The builder: the compile stage imports a candidate in a sandboxed child that builds its cache entry.
 
 Compiling a candidate means importing it in a sandboxed child whose `TORCH_EXTENSIONS_DIR` is the cache
 entry (`kernelbench.harness.build_cache`): `load_inline` builds there. The run child later imports the

@@ -35,6 +35,7 @@ from typing import Any
 from kernelbench.harness.child import timing  # noqa: F401  (first: captures the timers before any candidate code runs)
 from kernelbench.harness import sandbox  # noqa: E402
 from kernelbench.harness import build_manifest  # noqa: E402
+from kernelbench.harness.child import spawn_guard  # noqa: E402  (captures what it calls before candidate code)
 
 RESULT_FILE = "result.json"
 MAX_RESULT_BYTES = 4 * 1024 * 1024
@@ -413,7 +414,7 @@ def harness_holders(kernel_calls: Any, op_policy: Any) -> list[tuple[str, Any]]:
     from kernelbench.harness.child import inputs, load_inline_hook
 
     modules = [builtins, time, os, os.path, json, threading, traceback, types, torch, torch.cuda, torch.serialization,
-               python_dispatch, cpp_extension, timing, inputs, load_inline_hook, report, sandbox, sys.modules[__name__]]
+               python_dispatch, cpp_extension, timing, inputs, load_inline_hook, report, sandbox, spawn_guard, sys.modules[__name__]]
     modules += [build_manifest]
     modules += [kernel_calls, op_policy]
     classes = [torch.Tensor, torch.cuda.Event, python_dispatch.TorchDispatchMode, timing.Timers, Snapshot]
@@ -476,7 +477,7 @@ def run_candidate(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
         threads_after[1] = max(threads_after[1], count_threads())
 
     progress(sandbox.UNTRUSTED, close=True)
-    refuse_tasks = sandbox.refuse_new_tasks  # captured before candidate code runs, like the phases' calls
+    refuse_tasks = spawn_guard.refuse_new_tasks  # captured before candidate code runs, like the phases' calls
     module = import_candidate(os.path.join(scratch, job["candidate"]))
     checkpoint("import")
     result["phase"] = "init"
