@@ -11,8 +11,8 @@ Measured on 2 cores (scripts/bench_harness.py): a 10-line op's cold compile stag
 27.7 s with one.
 
 clang (`kernelbench.harness.toolchain.clang_cxx`) accepts only a PCH made with the build's exact flags, so each
-flag set has its own (`clang_pch_dir`), named to the child through the folder `build` hands it, and loaded
-with `-include-pch` (`patch_load_inline`).
+flag set has its own (`clang_pch_dir`), named to the child through the folder `builder.build` hands it, and loaded
+with `-include-pch` (`load_inline_hook.patch_load_inline`).
 
 PCHs are built only for a fixed set of normalised flag sets (`PCH_FLAG_SETS`), in a sandboxed child, under a
 size quota with eviction (`PCH_QUOTA_MB`): each is ~170 MB and a minute of compiler time.
@@ -76,9 +76,10 @@ CLANG_OPENMP = True
 """Whether `-fopenmp` builds may run clang too. Their OpenMP code runs on LLVM's libomp, which the run child
 supports: (1) libomp registers itself in /dev/shm at its first parallel region and aborts when it cannot
 ("OMP: Error #179: Function Can't open SHM2 failed"), so the sandbox mounts a private writable /dev/shm
-(kernelbench/harness/sandbox.py); (2) libomp's worker threads start on the first parallel region and stay, so
-`start_libomp_pool` starts them before the run child's baseline thread count (kernelbench/harness/child/worker.py), or
-the candidate would be charged with them (`dynamic:threads`). False: `-fopenmp` builds keep gcc."""
+(kernelbench/harness/bwrap.py); (2) libomp's worker threads start on the first parallel region and stay, so
+`load_inline_hook.start_libomp_pool` starts them before the run child's baseline thread count
+(kernelbench/harness/child/worker.py), or the candidate would be charged with them (`dynamic:threads`).
+False: `-fopenmp` builds keep gcc."""
 
 
 def clang_for(flags: tuple[str, ...] | None) -> bool:
@@ -153,8 +154,8 @@ def ensure_pch(flags: tuple[str, ...] | None = STANDARD_CFLAGS, device: str | No
     the machine deletes it again). The child puts this folder first on the include path; with no valid PCH
     gcc reads the forwarding header, which leads to torch's.
 
-    When CPU builds run clang (`clang_cxx`), clang's PCH for `flags` is built too (`clang_pch_dir`; `build`
-    hands the child that subfolder). `device` saves the PCH the builds will not use: "cpu" there builds only
+    When CPU builds run clang (`clang_cxx`), clang's PCH for `flags` is built too (`clang_pch_dir`;
+    `builder.build` hands the child that subfolder). `device` saves the PCH the builds will not use: "cpu" there builds only
     clang's, "cuda" only gcc's; None (a caller that does not say) builds both.
     """
     if flags is not None and not pch_worthy(flags):
