@@ -101,7 +101,7 @@ def compile_only_result(check, src: str):
 
 
 def _compile_only(args, src: str) -> int:
-    from kernelbench.harness.builds import nvcc_compile_check
+    from kernelbench.harness.nvcc_check import nvcc_compile_check
 
     try:
         check = nvcc_compile_check(src)

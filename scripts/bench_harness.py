@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runs from a checkout, installed or not
-from kernelbench.harness import builds, sandbox  # noqa: E402
+from kernelbench.harness import pch, sandbox  # noqa: E402
 from kernelbench.tasks.catalog import find_task  # noqa: E402
 from kernelbench.harness.config import EvalConfig  # noqa: E402
 from kernelbench.harness.evaluate import evaluate  # noqa: E402
@@ -46,7 +46,7 @@ what differs between the two processes, so a memory-bound ratio stays the noisie
 
 def fresh(src: str, cflags: str = '["-O3", "-fopenmp"]') -> str:
     """The same candidate under a new cache key and extension name (forces a cold compile), built with
-    `cflags`: by default the flags the PCH is built with (`builds.STANDARD_CFLAGS`, those of the prompts'
+    `cflags`: by default the flags the PCH is built with (`load_inline_hook.STANDARD_CFLAGS`, those of the prompts'
     example); gcc ignores a PCH built with other flags."""
     tag = secrets.token_hex(4)
     return (f"# bench variant {tag}\n" + src.replace('name="core_', f'name="bench_{tag}_')
@@ -93,7 +93,7 @@ def main() -> None:
     row("python -c 'import torch' (baseline)", f"{base:.2f} s")
     row("sandbox start: empty python child", f"{bare:.2f} s")
     row("sandbox start: child importing torch", f"{tor:.2f} s")
-    pch_s, pch = wall(builds.ensure_pch)
+    pch_s, _ = wall(pch.ensure_pch)
     row("PCH ready (built now if missing)", f"{pch_s:.1f} s", "once per toolchain")
 
     src = fresh(cand)
@@ -101,7 +101,7 @@ def main() -> None:
     row("cold evaluation: compile stage", f"{cold.compile_s:.1f} s", "<= 15 s once the PCH exists (CPU)")
     if args.device == "cpu":
         o3 = fresh(cand, '["-O3"]')
-        pch2_s, _ = wall(lambda: builds.ensure_pch(builds.pch_flags(o3)))
+        pch2_s, _ = wall(lambda: pch.ensure_pch(pch.pch_flags(o3)))
         row("  PCH for `-O3` alone (built on first use)", f"{pch2_s:.1f} s", "once per flag set")
         row("  cold compile stage with `-O3` alone", f"{evaluate(TASK, o3, cfg).compile_s:.1f} s")
         saved = os.environ.get("KERNEL_AGENT_PCH_DIR")

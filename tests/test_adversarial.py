@@ -14,7 +14,7 @@ The control (`honest_relu.py`) must score above 0, so a harness that fails every
 Compiles dominate the cost (12-30 s each on 2 cores). The candidates share C++: those judged at run time
 with static checks on carry one library (`adv_kernels`) and the sandbox escapes another (`adv_escape`,
 per-run values passed from Python), the C++ timing forger a third (`adv_forge`) and the attacks on the
-verdict channel and the timing inputs a fourth (`adv_integrity`); each attack is what its forward calls. The build cache is keyed on what is compiled (`kernelbench.harness.builds.cache_key`), so the
+verdict channel and the timing inputs a fourth (`adv_integrity`); each attack is what its forward calls. The build cache is keyed on what is compiled (`kernelbench.harness.build_cache.cache_key`), so the
 suite compiles four extensions, and the session-wide `build_cache_dir` serves them to every candidate.
 """
 
@@ -445,7 +445,7 @@ def test_build_step_never_follows_a_planted_link(build_cache_dir, tmp_path):
         result = evaluate(TASKS["relu"], src, config(build_cache_dir, static_checks=False))
         assert result.status == CORRECT, describe(result)
         assert sorted(p.name for p in victim.iterdir()) == ["lock", "other"], "a file outside the sandbox was removed"
-        from kernelbench.harness.builds import cache_key
+        from kernelbench.harness.build_cache import cache_key
 
         entries.add(Path(build_cache_dir, cache_key(src, "cpu"), "ext"))
     assert len(entries) == 1, "the two files should share one build entry (the second compile reuses it)"
@@ -462,7 +462,7 @@ def test_compile_outcome_cannot_be_faked(build_cache_dir):
     cached as one, and the error the harness itself reported."""
     import json
 
-    from kernelbench.harness.builds import cache_key, source_key
+    from kernelbench.harness.build_cache import cache_key, source_key
 
     src = source("compile_forges_outcome.py")
     assert_static_reject(evaluate(TASKS["relu"], src, config(build_cache_dir)),
@@ -478,28 +478,29 @@ def test_compile_outcome_cannot_be_faked(build_cache_dir):
 
 
 def _pch_variants() -> set[str]:
-    from kernelbench.harness import builds
+    from kernelbench.harness import pch
 
-    folder = builds._pch_folder()
-    return {str(p) for p, _ in builds._pch_variants(folder)} if folder.exists() else set()
+    folder = pch.pch_folder()
+    return {str(p) for p, _ in pch.pch_variants(folder)} if folder.exists() else set()
 
 
 def test_pch_flood_builds_no_new_pch(build_cache_dir):
     """Flag lists that differ only by duplicates or order, or that fall outside the fixed PCH flag sets,
     get no PCH of their own (each used to cost ~170 MB and a minute of host compiler time)."""
-    from kernelbench.harness import builds
+    from kernelbench.harness import pch
+    from kernelbench.harness.child.load_inline_hook import STANDARD_CFLAGS, normal_flags
 
-    builds.ensure_pch(builds.STANDARD_CFLAGS, "cpu")
-    builds.ensure_pch(builds.STANDARD_CFLAGS, "cuda")  # gcc's too: every variant a flood could ask for
+    pch.ensure_pch(STANDARD_CFLAGS, "cpu")
+    pch.ensure_pch(STANDARD_CFLAGS, "cuda")  # gcc's too: every variant a flood could ask for
     before = _pch_variants()
     default = '["-O3", "-fopenmp", "-O3", "-O3"]'
     floods = [default, '["-fopenmp", "-O3", "-fopenmp"]', '["-O3", "-O3", "-O3", "-O3", "-O3", "-fopenmp"]',
               '["-O1", "-g0", "-funroll-loops"]', '["-O2", "-DNDEBUG", "-mtune=native", "-O2"]']
     for flags in floods:
         src = source("pch_flood.py").replace(default, flags)
-        assert builds.pch_flags(src) in (None, builds.normal_flags(builds.STANDARD_CFLAGS)), flags
+        assert pch.pch_flags(src) in (None, normal_flags(STANDARD_CFLAGS)), flags
         for device in ("cpu", "cuda"):
-            builds.ensure_pch(builds.pch_flags(src), device)
+            pch.ensure_pch(pch.pch_flags(src), device)
     result = evaluate(TASKS["relu"], source("pch_flood.py"), config(build_cache_dir))
     assert result.status == CORRECT, describe(result)
     assert _pch_variants() == before, "a PCH was built for a flooding flag list"
@@ -539,14 +540,14 @@ class ModelNew(nn.Module):
     (KERNEL_FILE.replace("import load_inline", "import load_inline as li").replace("= load_inline(", "= li("), False),
 ])
 def test_build_key_is_shared_only_by_identical_compiles(variant, shared):
-    from kernelbench.harness.builds import cache_key
+    from kernelbench.harness.build_cache import cache_key
 
     assert (cache_key(variant, "cpu") == cache_key(KERNEL_FILE, "cpu")) is shared
     assert cache_key(variant, "cpu") != cache_key(KERNEL_FILE, "cuda")
 
 
 def test_adversarial_candidates_share_their_builds():
-    from kernelbench.harness.builds import cache_key
+    from kernelbench.harness.build_cache import cache_key
 
     for library in ("adv_kernels", "adv_integrity"):
         keys = {cache_key(source(a.file), "cpu") for a in ATTACKS

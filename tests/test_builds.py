@@ -4,31 +4,33 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from kernelbench.harness import builds
+from kernelbench.harness import build_cache, build_tree, builder, nvcc_check, pch, sandbox, toolchain
+from kernelbench.harness.child import load_inline_hook
 from kernelbench.harness.config import EvalConfig
 
 FIXTURES = Path(__file__).parent / "fixtures" / "core"
 
 
 def test_cache_key_depends_on_source_and_device():
-    a = builds.cache_key("x = 1", "cpu")
-    assert a == builds.cache_key("x = 1", "cpu")
-    assert a != builds.cache_key("x = 2", "cpu")
-    assert a != builds.cache_key("x = 1", "cuda")
+    a = build_cache.cache_key("x = 1", "cpu")
+    assert a == build_cache.cache_key("x = 1", "cpu")
+    assert a != build_cache.cache_key("x = 2", "cpu")
+    assert a != build_cache.cache_key("x = 1", "cuda")
 
 
 def test_build_is_cached_by_source(build_cache_dir):
     cfg = EvalConfig(build_cache_dir=build_cache_dir)
     src = (FIXTURES / "relu_ok.py").read_text()
-    first = builds.build(src, cfg)
+    first = builder.build(src, cfg)
     assert first.status == "ok", first.error_text
-    second = builds.build(src, cfg)
+    second = builder.build(src, cfg)
     assert second.status == "ok" and second.cached and second.compile_s < 1.0
     assert list((Path(second.entry_dir) / "ext").rglob("*.so"))
 
@@ -38,7 +40,7 @@ def test_error_lines_keep_errors_and_drop_command_lines():
                      "FAILED: main.o", "main.cpp: In function 'f':",
                      "main.cpp:3:5: error: expected ';' before '}' token", "    3 | }", "      | ^",
                      "ninja: build stopped: subcommand failed."])
-    text = builds.extract_error_lines(log)
+    text = toolchain.extract_error_lines(log)
     assert "error: expected ';'" in text and "In function" in text
     assert "-MMD" not in text and "FAILED" not in text
 
@@ -47,8 +49,8 @@ def test_child_load_inline_gets_pch_and_standard_flags():
     code = ("from torch.utils import cpp_extension as ce\n"
             "seen = []\n"
             "ce.load_inline = lambda *a, **k: seen.append(k)\n"
-            "from kernelbench.harness import builds\n"
-            "builds.patch_load_inline('cpu', '/pchdir')\n"
+            "from kernelbench.harness.child import load_inline_hook\n"
+            "load_inline_hook.patch_load_inline('cpu', '/pchdir')\n"
             "ce.load_inline(name='a', cpp_sources='')\n"
             "ce.load_inline(name='b', cpp_sources='', extra_cflags=['-O2'])\n"
             "ce.remove_extension_h_precompiler_headers()\n"
@@ -56,7 +58,7 @@ def test_child_load_inline_gets_pch_and_standard_flags():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     seen = eval(out.stdout.strip())
-    assert seen[0]["extra_include_paths"] == ["/pchdir"] and seen[0]["extra_cflags"] == list(builds.STANDARD_CFLAGS)
+    assert seen[0]["extra_include_paths"] == ["/pchdir"] and seen[0]["extra_cflags"] == list(load_inline_hook.STANDARD_CFLAGS)
     assert seen[1]["extra_cflags"] == ["-O2"] and seen[1]["use_pch"] is False
 
 
@@ -65,32 +67,32 @@ def _with_flags(flags: str) -> str:
 
 
 def test_pch_flags_reads_allowed_flag_sets_only():
-    assert builds.pch_flags(_with_flags('extra_cflags=["-O3"]')) == ("-O3",)
-    assert builds.pch_flags(_with_flags('extra_cflags=["-O3", "", "-fopenmp"]')) == ("-O3", "-fopenmp")
-    assert builds.pch_flags(_with_flags("verbose=False")) == builds.STANDARD_CFLAGS  # none given: the hook's
+    assert pch.pch_flags(_with_flags('extra_cflags=["-O3"]')) == ("-O3",)
+    assert pch.pch_flags(_with_flags('extra_cflags=["-O3", "", "-fopenmp"]')) == ("-O3", "-fopenmp")
+    assert pch.pch_flags(_with_flags("verbose=False")) == load_inline_hook.STANDARD_CFLAGS  # none given: the hook's
     # the parent runs gcc with these flags outside the sandbox: anything but optimisation switches gets none
-    assert builds.pch_flags(_with_flags('extra_cflags=["-O3", "-fplugin=/tmp/x.so"]')) is None
-    assert builds.pch_flags(_with_flags('extra_cflags=["-O3", "-I/etc"]')) is None
-    assert builds.pch_flags(_with_flags('extra_cflags=["-O" + str(3)]')) is None  # not a literal
+    assert pch.pch_flags(_with_flags('extra_cflags=["-O3", "-fplugin=/tmp/x.so"]')) is None
+    assert pch.pch_flags(_with_flags('extra_cflags=["-O3", "-I/etc"]')) is None
+    assert pch.pch_flags(_with_flags('extra_cflags=["-O" + str(3)]')) is None  # not a literal
     two = _with_flags('extra_cflags=["-O3"]') + '\next2 = load_inline(name="b", cpp_sources="", extra_cflags=["-O2"])\n'
-    assert builds.pch_flags(two) is None
+    assert pch.pch_flags(two) is None
     positional = ('from torch.utils.cpp_extension import load_inline\n'
                   'ext = load_inline("n", "", None, None, ["f"], ["-O2"])\n')
-    assert builds.pch_flags(positional) == ("-O2",)  # extra_cflags is load_inline's 6th parameter
+    assert pch.pch_flags(positional) == ("-O2",)  # extra_cflags is load_inline's 6th parameter
     # and the PCH builders refuse other flags themselves (they run the compiler outside the sandbox)
-    assert builds.clang_pch_dir(Path("/nonexistent"), ("-O3", "-fplugin=/tmp/x.so")) == ""
+    assert pch.clang_pch_dir(Path("/nonexistent"), ("-O3", "-fplugin=/tmp/x.so")) == ""
 
 
 @pytest.fixture
 def compiler(monkeypatch):
-    """Choose the CPU compiler for one test (`builds.clang_cxx` is cached per process)."""
+    """Choose the CPU compiler for one test (`toolchain.clang_cxx` is cached per process)."""
     def choose(name: str) -> str:
         monkeypatch.setenv("KERNEL_AGENT_CPU_CXX", name)
-        builds.clang_cxx.cache_clear()
-        return builds.clang_cxx()
+        toolchain.clang_cxx.cache_clear()
+        return toolchain.clang_cxx()
     yield choose
     monkeypatch.delenv("KERNEL_AGENT_CPU_CXX", raising=False)
-    builds.clang_cxx.cache_clear()
+    toolchain.clang_cxx.cache_clear()
 
 
 def test_a_build_with_other_flags_uses_a_pch_made_for_them(build_cache_dir, compiler):
@@ -127,18 +129,18 @@ def test_extract_cuda_sources_reads_literals_without_running():
            'raise SystemExit("never executed")\n'
            'ext = load_inline(name="x", cpp_sources="", cuda_sources=body, functions=[])\n'
            'other = load_inline("y", "", "".join(["dynamic"]))\n')
-    assert builds.extract_cuda_sources(src) == ["// head\n__global__ void k() {}"]
+    assert nvcc_check.extract_cuda_sources(src) == ["// head\n__global__ void k() {}"]
 
 
 def test_compile_only_without_cuda_sources_reports_it():
-    check = builds.nvcc_compile_check((FIXTURES / "relu_ok.py").read_text())
+    check = nvcc_check.nvcc_compile_check((FIXTURES / "relu_ok.py").read_text())
     assert not check.ok and check.sources == 0 and "no literal cuda_sources" in check.log
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not builds.shutil.which("nvcc"), reason="needs nvcc")
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="needs nvcc")
 def test_nvcc_compile_only_of_a_cuda_candidate():
-    check = builds.nvcc_compile_check((FIXTURES / "cuda_relu.py").read_text())
+    check = nvcc_check.nvcc_compile_check((FIXTURES / "cuda_relu.py").read_text())
     assert check.ok and check.sources == 1, check.log
 
 
@@ -153,35 +155,35 @@ def _stub_load_inline() -> str:
             "    seen.append(dict(k, args=list(a), CXX=os.environ.get('CXX')))\n"
             "stub.__signature__ = inspect.signature(real)\n"
             "ce.load_inline = stub\n"
-            "from kernelbench.harness import builds\n")
+            "from kernelbench.harness.child import load_inline_hook\n")
 
 
 def test_child_builds_with_clang_only_for_the_flags_of_its_pch(tmp_path):
     """A clang PCH folder names its compiler and flags: a call with exactly those flags (positional or not)
     builds with clang and `-include-pch`; any other call, or a CUDA build, keeps gcc and the include path
     (clang would reject a PCH made with other flags, where gcc falls back to the header)."""
-    pch = tmp_path / "clang-x"
-    pch.mkdir()
-    (pch / "extension.pch").write_text("")
-    (pch / "build.json").write_text('{"cxx": "/usr/bin/clang++", "flags": ["-O3", "-fopenmp"]}')
+    pch_path = tmp_path / "clang-x"
+    pch_path.mkdir()
+    (pch_path / "extension.pch").write_text("")
+    (pch_path / "build.json").write_text('{"cxx": "/usr/bin/clang++", "flags": ["-O3", "-fopenmp"]}')
     code = _stub_load_inline() + (
-        f"builds.patch_load_inline('cpu', {str(pch)!r})\n"
+        f"load_inline_hook.patch_load_inline('cpu', {str(pch_path)!r})\n"
         "ce.load_inline(name='a', cpp_sources='')\n"  # no flags: STANDARD_CFLAGS, those of the PCH
         "ce.load_inline('b', '', None, None, ['f'], ['-O3', '', '-fopenmp'])\n"  # positional, with an empty flag
         "ce.load_inline(name='c', cpp_sources='', extra_cflags=['-O3'])\n"  # another flag set
         "assert 'CXX' not in os.environ\n"
         "ce.load_inline = stub\n"  # a CUDA child's own patch
-        f"builds.patch_load_inline('cuda', {str(pch)!r})\n"
+        f"load_inline_hook.patch_load_inline('cuda', {str(pch_path)!r})\n"
         "ce.load_inline(name='d', cpp_sources='')\n"
         "print(seen)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     a, b, c, d = eval(out.stdout.strip().splitlines()[-1])
-    include = ["-include-pch", str(pch / "extension.pch")]
+    include = ["-include-pch", str(pch_path / "extension.pch")]
     assert a["CXX"] == "/usr/bin/clang++" and a["extra_cflags"] == ["-O3", "-fopenmp"] + include
     assert a["extra_ldflags"] == ["-fopenmp"] and "extra_include_paths" not in a  # libomp named at link time
     assert b["CXX"] == "/usr/bin/clang++" and b["extra_cflags"][-2:] == include and b["args"] == []
-    assert c["CXX"] is None and c["extra_cflags"] == ["-O3"] and c["extra_include_paths"] == [str(pch)]
+    assert c["CXX"] is None and c["extra_cflags"] == ["-O3"] and c["extra_include_paths"] == [str(pch_path)]
     assert d["CXX"] is None and "-include-pch" not in d["extra_cflags"]
 
 
@@ -190,29 +192,29 @@ def test_cpu_compiler_choice_and_fallback(compiler, monkeypatch, tmp_path):
     allowlisted flag set on a CPU build gets clang's PCH folder (gcc's otherwise)."""
     src = (FIXTURES / "relu_ok.py").read_text()
     assert compiler("gcc") == ""
-    gcc_key, gcc_fp = builds.cache_key(src, "cpu"), builds.toolchain_fingerprint("cpu")
+    gcc_key, gcc_fp = build_cache.cache_key(src, "cpu"), build_cache.toolchain_fingerprint("cpu")
     assert "cpu-cxx" not in gcc_fp
-    assert builds.pch_dir_for("/gcc-folder", ("-O3",), "cpu") == "/gcc-folder"
-    monkeypatch.setattr(builds.sandbox, "child_path", lambda: str(tmp_path))  # no clang++ on the PATH
+    assert pch.pch_dir_for("/gcc-folder", ("-O3",), "cpu") == "/gcc-folder"
+    monkeypatch.setattr(sandbox, "child_path", lambda: str(tmp_path))  # no clang++ on the PATH
     assert compiler("auto") == ""
-    assert builds.cache_key(src, "cpu") == gcc_key
+    assert build_cache.cache_key(src, "cpu") == gcc_key
     monkeypatch.undo()
     if not compiler("auto"):
         pytest.skip("clang++ with libomp is not installed")
-    assert builds.cache_key(src, "cpu") != gcc_key and "clang" in builds.toolchain_fingerprint("cpu")
-    assert builds.toolchain_fingerprint("cuda") == "\n".join(builds._gcc_fingerprint("cuda")
-                                                             + [f"harness={builds.build_code_hash()}"])
+    assert build_cache.cache_key(src, "cpu") != gcc_key and "clang" in build_cache.toolchain_fingerprint("cpu")
+    assert build_cache.toolchain_fingerprint("cuda") == "\n".join(toolchain.gcc_fingerprint("cuda")
+                                                             + [f"harness={build_cache.build_code_hash()}"])
     made = []
-    monkeypatch.setattr(builds, "clang_pch_dir", lambda folder, flags: made.append(flags) or f"{folder}/clang")
-    assert builds.pch_dir_for("/f", ("-O3",), "cpu") == "/f/clang" and made == [("-O3",)]
-    assert builds.pch_dir_for("/f", None, "cpu") == "/f"  # flags not allowlisted: gcc
-    assert builds.pch_dir_for("/f", ("-O3",), "cuda") == "/f"  # CUDA builds keep gcc
-    monkeypatch.setattr(builds, "CLANG_OPENMP", False)  # the run child cannot host libomp yet: gcc
-    assert builds.pch_dir_for("/f", ("-O3", "-fopenmp"), "cpu") == "/f"
-    monkeypatch.setattr(builds, "CLANG_OPENMP", True)
-    assert builds.pch_dir_for("/f", ("-O3", "-fopenmp"), "cpu") == "/f/clang"
-    assert "-fpch-instantiate-templates" in builds.pch_command("x", ("-O3",), builds.clang_cxx())
-    assert "-fpch-instantiate-templates" not in builds.pch_command("x", ("-O3",))
+    monkeypatch.setattr(pch, "clang_pch_dir", lambda folder, flags: made.append(flags) or f"{folder}/clang")
+    assert pch.pch_dir_for("/f", ("-O3",), "cpu") == "/f/clang" and made == [("-O3",)]
+    assert pch.pch_dir_for("/f", None, "cpu") == "/f"  # flags not allowlisted: gcc
+    assert pch.pch_dir_for("/f", ("-O3",), "cuda") == "/f"  # CUDA builds keep gcc
+    monkeypatch.setattr(pch, "CLANG_OPENMP", False)  # the run child cannot host libomp yet: gcc
+    assert pch.pch_dir_for("/f", ("-O3", "-fopenmp"), "cpu") == "/f"
+    monkeypatch.setattr(pch, "CLANG_OPENMP", True)
+    assert pch.pch_dir_for("/f", ("-O3", "-fopenmp"), "cpu") == "/f/clang"
+    assert "-fpch-instantiate-templates" in pch.pch_command("x", ("-O3",), toolchain.clang_cxx())
+    assert "-fpch-instantiate-templates" not in pch.pch_command("x", ("-O3",))
 
 
 def test_libomp_pool_starts_before_the_candidate(tmp_path, compiler):
@@ -220,15 +222,15 @@ def test_libomp_pool_starts_before_the_candidate(tmp_path, compiler):
     clang `-fopenmp` build, and nothing for a gcc folder."""
     if not compiler("auto"):
         pytest.skip("clang++ with libomp is not installed")
-    pch = tmp_path / "clang-x"
-    pch.mkdir()
-    (pch / "build.json").write_text(json.dumps({"cxx": builds.clang_cxx(), "flags": ["-O3", "-fopenmp"],
-                                                "libomp": builds._libomp_path()}))
+    pch_path = tmp_path / "clang-x"
+    pch_path.mkdir()
+    (pch_path / "build.json").write_text(json.dumps({"cxx": toolchain.clang_cxx(), "flags": ["-O3", "-fopenmp"],
+                                                "libomp": toolchain.libomp_path()}))
     code = ("import os\n"
-            "from kernelbench.harness import builds\n"
+            "from kernelbench.harness.child import load_inline_hook\n"
             "n = lambda: len(os.listdir('/proc/self/task'))\n"
-            f"before = n(); builds.start_libomp_pool({str(tmp_path)!r}); gcc = n()\n"
-            f"builds.start_libomp_pool({str(pch)!r}); print(before, gcc, n())\n")
+            f"before = n(); load_inline_hook.start_libomp_pool({str(tmp_path)!r}); gcc = n()\n"
+            f"load_inline_hook.start_libomp_pool({str(pch_path)!r}); print(before, gcc, n())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={**os.environ, "OMP_NUM_THREADS": "3"})
     assert out.returncode == 0 and "OMP:" not in out.stderr, out.stderr
@@ -275,9 +277,9 @@ class ModelNew(nn.Module):
 
 
 def _clang_build_dir(build_cache_dir: str, src: str, name: str, flags: tuple[str, ...]) -> tuple[Path, str]:
-    entry = Path(build_cache_dir, builds.cache_key(src, "cpu"), "ext", name)
-    pch = Path(builds.pch_dir_for(builds.ensure_pch(flags, "cpu"), flags, "cpu"))
-    return entry, str(pch / "extension.pch")
+    entry = Path(build_cache_dir, build_cache.cache_key(src, "cpu"), "ext", name)
+    pch_path = Path(pch.pch_dir_for(pch.ensure_pch(flags, "cpu"), flags, "cpu"))
+    return entry, str(pch_path / "extension.pch")
 
 
 def test_a_cpu_build_runs_clang_with_the_pch_for_its_flags(build_cache_dir, compiler):
@@ -292,15 +294,15 @@ def test_a_cpu_build_runs_clang_with_the_pch_for_its_flags(build_cache_dir, comp
     src = (FIXTURES / "relu_ok.py").read_text().replace('"core_relu_ok"', '"core_relu_clang"')
     result = evaluate(task, src, EvalConfig(build_cache_dir=build_cache_dir))
     assert result.status == "correct", result.feedback
-    entry, pch = _clang_build_dir(build_cache_dir, src, "core_relu_clang", ("-O3",))
+    entry, pch_path = _clang_build_dir(build_cache_dir, src, "core_relu_clang", ("-O3",))
     ninja = (entry / "build.ninja").read_text()
-    assert f"cxx = {builds.clang_cxx()}" in ninja and f"-O3 -include-pch {pch}" in ninja
+    assert f"cxx = {toolchain.clang_cxx()}" in ninja and f"-O3 -include-pch {pch_path}" in ninja
     log = (entry / ".ninja_log").read_text().split()
     assert log.count("main.o") == 1, log  # built once: the run child found the compile child's build current
 
 
-@pytest.mark.skipif(not builds.CLANG_OPENMP, reason="`-fopenmp` builds keep gcc until the run child supports "
-                                                     "libomp (builds.CLANG_OPENMP)")
+@pytest.mark.skipif(not pch.CLANG_OPENMP, reason="`-fopenmp` builds keep gcc until the run child supports "
+                                                     "libomp (pch.CLANG_OPENMP)")
 def test_an_openmp_build_with_clang_and_its_pch_runs_beside_torch(build_cache_dir, compiler):
     """clang builds an `-O3 -fopenmp` candidate with the PCH made for those flags, and the extension's
     OpenMP (libomp) runs correctly with several threads in the run child, beside torch's libgomp, without
@@ -313,8 +315,8 @@ def test_an_openmp_build_with_clang_and_its_pch_runs_beside_torch(build_cache_di
     task = Task(id="t/relu", level=1, name="relu", origin="test", source=(FIXTURES / "relu_task.py").read_text())
     result = evaluate(task, OPENMP_CANDIDATE, EvalConfig(build_cache_dir=build_cache_dir, threads=3))
     assert result.status == "correct", result.feedback
-    entry, pch = _clang_build_dir(build_cache_dir, OPENMP_CANDIDATE, "core_relu_openmp", ("-O3", "-fopenmp"))
-    assert f"-include-pch {pch}" in (entry / "build.ninja").read_text()
+    entry, pch_path = _clang_build_dir(build_cache_dir, OPENMP_CANDIDATE, "core_relu_openmp", ("-O3", "-fopenmp"))
+    assert f"-include-pch {pch_path}" in (entry / "build.ninja").read_text()
 
 
 # --- the build folder is the candidate's: nothing follows a link in it ------------------------------------
@@ -334,42 +336,42 @@ def test_import_tree_keeps_regular_files_and_never_follows_links(tmp_path):
     os.symlink(victim, src / "planted")
     os.symlink(victim / "secret", src / "op" / "main.o")
     os.mkfifo(src / "op" / "fifo")
-    copied = builds.import_tree(str(src), str(tmp_path / "out"))
+    copied = build_tree.import_tree(str(src), str(tmp_path / "out"))
     got = sorted(str(p.relative_to(tmp_path / "out")) for p in (tmp_path / "out").rglob("*"))
     assert got == ["op", "op/op.so", "op/sub"] and copied == 104
     assert (tmp_path / "out" / "op" / "op.so").stat().st_mtime_ns == 1_000_000_123
     assert sorted(p.name for p in victim.iterdir()) == ["lock", "secret"]
-    with pytest.raises(builds.BuildTreeError):  # bounded: a child cannot fill the cache's disk
-        builds.import_tree(str(src), str(tmp_path / "small"), max_bytes=50)
+    with pytest.raises(build_tree.BuildTreeError):  # bounded: a child cannot fill the cache's disk
+        build_tree.import_tree(str(src), str(tmp_path / "small"), max_bytes=50)
 
 
 def test_pch_flag_lists_are_normalised_to_a_fixed_set():
     """Duplicates and order do not make a new PCH (`["-O3"] * k` was one ~170 MB PCH per k), and only the
     fixed flag sets get one at all."""
-    assert builds.normal_flags(["-O3", "-O3", "", "-fopenmp", "-O3"]) == ("-O3", "-fopenmp")
-    assert builds.pch_flags(_with_flags('extra_cflags=["-fopenmp", "-O3", "-O3"]')) == ("-O3", "-fopenmp")
-    assert builds.pch_flags(_with_flags('extra_cflags=["-O3", "-O3", "-O3", "-O3"]')) == ("-O3",)
+    assert load_inline_hook.normal_flags(["-O3", "-O3", "", "-fopenmp", "-O3"]) == ("-O3", "-fopenmp")
+    assert pch.pch_flags(_with_flags('extra_cflags=["-fopenmp", "-O3", "-O3"]')) == ("-O3", "-fopenmp")
+    assert pch.pch_flags(_with_flags('extra_cflags=["-O3", "-O3", "-O3", "-O3"]')) == ("-O3",)
     # allowlisted tokens, but not a fixed set: no PCH of their own
-    assert builds.pch_flags(_with_flags('extra_cflags=["-O1", "-g0", "-funroll-loops"]')) is None
-    assert builds.pch_flags(_with_flags('extra_cflags=["-O3", "-O0"]')) is None  # two levels: order would matter
-    assert all(sum(f.startswith("-O") for f in s) == 1 for s in builds.PCH_FLAG_SETS)
-    assert builds.clang_pch_dir(Path("/nonexistent"), ("-O1", "-g0")) == ""
+    assert pch.pch_flags(_with_flags('extra_cflags=["-O1", "-g0", "-funroll-loops"]')) is None
+    assert pch.pch_flags(_with_flags('extra_cflags=["-O3", "-O0"]')) is None  # two levels: order would matter
+    assert all(sum(f.startswith("-O") for f in s) == 1 for s in pch.PCH_FLAG_SETS)
+    assert pch.clang_pch_dir(Path("/nonexistent"), ("-O1", "-g0")) == ""
 
 
 def test_pch_eviction_keeps_the_standard_set_and_the_newest(tmp_path):
     folder = tmp_path / "pch"
     gch = folder / "torch" / "extension.h.gch"
     gch.mkdir(parents=True)
-    sets = [builds.normal_flags(builds.STANDARD_CFLAGS), ("-O2",), ("-O3",), ("-O2", "-fopenmp")]
+    sets = [load_inline_hook.normal_flags(load_inline_hook.STANDARD_CFLAGS), ("-O2",), ("-O3",), ("-O2", "-fopenmp")]
     for i, flags in enumerate(sets):
-        (gch / f"{builds._flags_hash(flags)}.gch").write_bytes(b"\0" * (1 << 20))
-        builds._mark_used(folder, flags)
-        stamp = folder / "used" / builds._flags_hash(flags)
+        (gch / f"{pch._flags_hash(flags)}.gch").write_bytes(b"\0" * (1 << 20))
+        pch._mark_used(folder, flags)
+        stamp = folder / "used" / pch._flags_hash(flags)
         os.utime(stamp, (1000 + i, 1000 + i))  # used in list order: ("-O2",) longest ago after the standard
-    removed = builds.evict_pchs(folder, keep=("-O2", "-fopenmp"), quota_mb=2)
-    assert [Path(p).name for p in removed] == [f"{builds._flags_hash(f)}.gch" for f in (("-O2",), ("-O3",))]
+    removed = pch.evict_pchs(folder, keep=("-O2", "-fopenmp"), quota_mb=2)
+    assert [Path(p).name for p in removed] == [f"{pch._flags_hash(f)}.gch" for f in (("-O2",), ("-O3",))]
     left = {p.name for p in gch.iterdir()}
-    assert left == {f"{builds._flags_hash(f)}.gch" for f in (sets[0], sets[3])}
+    assert left == {f"{pch._flags_hash(f)}.gch" for f in (sets[0], sets[3])}
 
 
 def test_pch_is_built_sandboxed_and_brought_back_as_a_regular_file(tmp_path):
@@ -377,12 +379,12 @@ def test_pch_is_built_sandboxed_and_brought_back_as_a_regular_file(tmp_path):
     left in its place is refused, never followed)."""
     header = next(iter(sorted(Path("/usr/include/c++").glob("*/vector"))))
     dest = tmp_path / "vector.gch"
-    assert builds.build_pch_sandboxed(["c++", "-x", "c++-header", str(header), "-o", "out.gch"], "out.gch", dest,
+    assert pch.build_pch_sandboxed(["c++", "-x", "c++-header", str(header), "-o", "out.gch"], "out.gch", dest,
                                       timeout_s=300)
     assert dest.is_file() and not dest.is_symlink() and dest.stat().st_size > 1000
     (tmp_path / "outside").write_text("host file")
     linked = tmp_path / "linked.gch"
-    assert not builds.build_pch_sandboxed(["ln", "-s", str(tmp_path / "outside"), "out.gch"], "out.gch", linked)
+    assert not pch.build_pch_sandboxed(["ln", "-s", str(tmp_path / "outside"), "out.gch"], "out.gch", linked)
     assert not linked.exists() and (tmp_path / "outside").read_text() == "host file"
 
 
@@ -428,7 +430,7 @@ os._exit(0)
 def test_compile_outcome_comes_only_from_the_parents_pipe(tmp_path, src, status, text):
     """The compile child's outcome is the one report the harness sends over the parent's pipe with the job's
     nonce; a result file in its scratch folder or frames of the candidate's own never make a build `ok`."""
-    out = builds.build(src, EvalConfig(build_cache_dir=str(tmp_path)))
+    out = builder.build(src, EvalConfig(build_cache_dir=str(tmp_path)))
     assert out.status == status and text in out.error_text, out.error_text
     cached = [json.loads(p.read_text())["status"] for p in Path(out.entry_dir, "imports").glob("*.json")]
     assert cached == ([] if status == "rejected" else [status])  # a tampered report is never cached

@@ -133,7 +133,7 @@ def test_timer_patching_is_rejected(pycfg):
 
 
 def test_thread_started_in_forward_cannot_start(pycfg):
-    """After `__init__` the run child can start no thread (`sandbox.refuse_new_tasks`): the start fails inside
+    """After `__init__` the run child can start no thread (`spawn_guard.refuse_new_tasks`): the start fails inside
     forward, a fault of the candidate's, score 0."""
     forward = "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\nreturn torch.relu(x)"
     r = evaluate(RELU, py_candidate(forward), pycfg)

@@ -182,11 +182,11 @@ def _combined_extension(solutions: list[Solution], build_dir: str):
 
     from torch.utils.cpp_extension import load_inline
 
-    from kernelbench.harness import builds
+    from kernelbench.harness import build_cache
 
     includes, bodies, binds = {"#include <torch/extension.h>"}, [], []
     for i, sol in enumerate(solutions):
-        (_, _, kwargs), = json.loads(builds.compiled_parts(sol.source))
+        (_, _, kwargs), = json.loads(build_cache.compiled_parts(sol.source))
         sources = kwargs["cpp_sources"] if isinstance(kwargs["cpp_sources"], list) else [kwargs["cpp_sources"]]
         lines = "\n".join(sources).splitlines()
         includes |= {ln.strip() for ln in lines if ln.strip().startswith("#include")}

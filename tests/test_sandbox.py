@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from kernelbench.harness import sandbox
+from kernelbench.harness import bwrap, process_tree, sandbox
 from kernelbench.harness.sandbox import ChildSpec, Limits, SlotLease, make_scratch, run_child
 
-needs_bwrap = pytest.mark.skipif(not sandbox.find_bwrap(), reason="bubblewrap unusable here")
+needs_bwrap = pytest.mark.skipif(not bwrap.find_bwrap(), reason="bubblewrap unusable here")
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop (and so NPROC) needs root")
 
 
@@ -87,7 +87,7 @@ def test_fork_bomb_stops_at_nproc():
     forked = int(out.stdout_tail.split("FORKED")[1].split()[0])
     assert forked < 20, out
     assert time.perf_counter() - start < 30  # the sleeping children were killed, not waited for
-    assert not sandbox._uid_has_processes(uid)
+    assert not process_tree.uid_has_processes(uid)
 
 
 def test_timeout_kills_the_whole_group():
@@ -99,7 +99,7 @@ def test_timeout_kills_the_whole_group():
     assert out.timed_out and out.signal == 9
     assert time.perf_counter() - start < 20
     if uid >= 0:
-        assert not sandbox._uid_has_processes(uid)
+        assert not process_tree.uid_has_processes(uid)
 
 
 def test_memory_limit_stops_large_allocation():
@@ -115,19 +115,19 @@ def test_file_size_limit():
 
 
 def test_fallback_without_bwrap_uses_rlimits(monkeypatch, caplog):
-    monkeypatch.setattr(sandbox, "find_bwrap", lambda: "")
+    monkeypatch.setattr(bwrap, "find_bwrap", lambda: "")
     with caplog.at_level("WARNING"):
         out, scratch, uid = run_py("import os\nopen('ok', 'w').write('x')\nprint('UID', os.getuid())",
                                    Limits(timeout_s=60, max_processes=64))
     assert out.sandbox == sandbox.RLIMITS and out.returncode == 0, out
     assert "bubblewrap unavailable" in caplog.text
     assert os.path.exists(os.path.join(scratch, "ok"))
-    if uid >= 0 and sandbox._reachable(sys.executable, uid):
+    if uid >= 0 and process_tree.reachable_by(sys.executable, uid):
         assert f"UID {uid}" in out.stdout_tail
 
 
 def test_require_sandbox_refuses_without_bwrap(monkeypatch):
-    monkeypatch.setattr(sandbox, "find_bwrap", lambda: "")
+    monkeypatch.setattr(bwrap, "find_bwrap", lambda: "")
     with pytest.raises(sandbox.SandboxUnavailable):
         run_py("print(1)", require=True)
 
@@ -159,10 +159,10 @@ def test_freeze_stops_the_child_and_what_it_left_running(kind, monkeypatch):
     Without bubblewrap and without a slot uid (harness not root, or paths other users cannot reach) an
     orphan leaves the process tree and escapes (and a new session escapes the final group kill); there the
     grandchild keeps its parent and its process group (docs/harness.md)."""
-    if kind == "bwrap" and not sandbox.find_bwrap():
+    if kind == "bwrap" and not bwrap.find_bwrap():
         pytest.skip("bubblewrap unusable here")
     if kind == "rlimits":
-        monkeypatch.setattr(sandbox, "find_bwrap", lambda: "")
+        monkeypatch.setattr(bwrap, "find_bwrap", lambda: "")
     code = ("import os, threading, time\n"
             "def count(name):\n"
             "    n = 0\n"
@@ -204,9 +204,9 @@ def test_freeze_stops_the_child_and_what_it_left_running(kind, monkeypatch):
 REFUSAL_PROBE = """
 import ctypes, json, os, subprocess, sys, threading
 sys.path.insert(0, {root!r})
-from kernelbench.harness import sandbox
+from kernelbench.harness.child import spawn_guard
 t = threading.Thread(target=lambda: None); t.start(); t.join()  # before the cap: allowed
-seen = {{"before": "started", **sandbox.refuse_new_tasks()}}
+seen = {{"before": "started", **spawn_guard.refuse_new_tasks()}}
 try:
     threading.Thread(target=lambda: None).start(); seen["thread"] = "started"
 except RuntimeError:
@@ -237,10 +237,10 @@ def test_new_threads_and_processes_are_refused_after_the_cap(kind, monkeypatch):
     child (which keeps uid 0 when the slot uid cannot reach this Python: seccomp alone)."""
     import json
 
-    if kind == "bwrap" and not sandbox.find_bwrap():
+    if kind == "bwrap" and not bwrap.find_bwrap():
         pytest.skip("bubblewrap unusable here")
     if kind == "plain":
-        monkeypatch.setattr(sandbox, "find_bwrap", lambda: "")
+        monkeypatch.setattr(bwrap, "find_bwrap", lambda: "")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out, _, _ = run_py(REFUSAL_PROBE.format(root=root))
     assert out.returncode == 0, out

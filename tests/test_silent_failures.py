@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench.harness import builds, sandbox
+from kernelbench.harness import build_cache, build_tree, builder, bwrap, pch, sandbox, toolchain
+from kernelbench.harness.child import load_inline_hook
 from kernelbench.harness.child import worker
 from kernelbench.tasks.builtin import load_builtin
 from kernelbench.harness.config import EvalConfig
@@ -75,8 +76,8 @@ def test_child_that_cannot_start_is_harness_error_and_nothing_is_cached(cfg, bro
     assert broken.status == HARNESS_ERROR and broken.retries == 1 and not broken.correct
     assert "could not start" in broken.feedback and "not your kernel's fault" in broken.feedback
     assert kernel_score(broken) is None  # never scored
-    entry = Path(builds.cache_root(cfg)) / builds.cache_key(src, "cpu")
-    assert not (entry / "imports" / f"{builds.source_key(src, 'cpu')}.json").exists()  # never cached
+    entry = Path(build_cache.cache_root(cfg)) / build_cache.cache_key(src, "cpu")
+    assert not (entry / "imports" / f"{build_cache.source_key(src, 'cpu')}.json").exists()  # never cached
     monkeypatch.delenv(worker.CHILD_PYTHON_ENV)
     fixed = evaluate(RELU, src, cfg)
     assert fixed.status == CORRECT and fixed.correct and fixed.retries == 0, fixed.feedback
@@ -123,23 +124,33 @@ def test_harness_errors_are_left_out_of_metrics():
 
 # --- the build cache cannot lie -------------------------------------------------------------------------
 
-def test_build_key_covers_the_build_code():
-    assert f"harness={builds.build_code_hash()}" in builds.toolchain_fingerprint("cpu")
-    assert builds.build_code_hash() == __import__("hashlib").sha256(Path(builds.__file__).read_bytes()).hexdigest()[:16]
+def test_build_key_covers_the_build_code(tmp_path, monkeypatch):
+    """Every file of the build logic is hashed into every entry's key: a change to any of them is a new key."""
+    assert f"harness={build_cache.build_code_hash()}" in build_cache.toolchain_fingerprint("cpu")
+    listed = {(build_cache.HARNESS_DIR / name).resolve() for name in build_cache.BUILD_CODE_MODULES}
+    assert {Path(m.__file__).resolve() for m in (build_cache, build_tree, builder, pch, toolchain, load_inline_hook)} == listed
+    base = build_cache.build_code_hash.__wrapped__()
+    for name in build_cache.BUILD_CODE_MODULES:
+        copy = tmp_path / name.replace("/", "_")
+        shutil.copytree(build_cache.HARNESS_DIR, copy)
+        with open(copy / name, "a") as f:
+            f.write("\n# changed\n")
+        monkeypatch.setattr(build_cache, "HARNESS_DIR", copy)
+        assert build_cache.build_code_hash.__wrapped__() != base, name
 
 
 def test_an_entry_without_its_completion_marker_is_rebuilt(cfg):
     # nothing to compile (the import child alone): the entry logic is the same, without a minute of C++
     src = ("import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
            f"# {time.time_ns()}: entry left by a killed compile\n")
-    first = builds.build(src, cfg)
+    first = builder.build(src, cfg)
     assert first.status == "ok"
     entry = Path(first.entry_dir)
     (entry / "built").unlink()  # as if the compile was killed before it finished
     shutil.rmtree(entry / "imports")
     leftover = entry / "ext" / "leftover.o"
     leftover.write_text("half an object file")
-    again = builds.build(src, cfg)
+    again = builder.build(src, cfg)
     assert again.status == "ok" and not again.cached and not leftover.exists() and (entry / "built").exists()
 
 
@@ -159,10 +170,10 @@ def test_binding_helpers_pass_and_interpreter_access_does_not():
 # --- importable everywhere -----------------------------------------------------------------------------
 
 def test_sandbox_rebinds_the_interpreter_but_never_the_temp_folder():
-    paths = sandbox.child_readonly_paths()
+    paths = bwrap.child_readonly_paths()
     tmp = os.path.realpath(tempfile.gettempdir())
     assert all(not (tmp == p or tmp.startswith(p + os.sep)) for p in paths)
-    assert all(p != r for p in paths for r in sandbox.hidden_roots())
+    assert all(p != r for p in paths for r in bwrap.hidden_roots())
 
 
 @pytest.mark.slow  # a clone, a venv and a whole evaluation in a fresh interpreter: minutes on a busy machine

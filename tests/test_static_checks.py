@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kernelbench.harness.static_checks import Violation, check_source, source_warnings, strip_c_comments
+from kernelbench.harness.source_scan import strip_c_comments
+from kernelbench.harness.static_checks import Violation, check_source, source_warnings
 
 CPU_OK = '''
 import torch

@@ -37,7 +37,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kernelbench.harness import builds
+from kernelbench.harness import pch
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.evaluate import compile_stage, policy_of, run_stage
 from kernelbench.executors.evaluator import HarnessWatch
@@ -95,7 +95,7 @@ class CompileWorker:
             del os.environ["CUDA_VISIBLE_DEVICES"]
 
     def ready(self) -> int:
-        builds.ensure_pch()  # the node's PCH before the first job, not inside its compile time limit
+        pch.ensure_pch()  # the node's PCH before the first job, not inside its compile time limit
         return os.getpid()
 
     def compile(self, task: Task, src: str, config: EvalConfig) -> tuple[EvalResult | None, Shipment | None]:

@@ -6,7 +6,7 @@ unpacks them at the same absolute path (ninja's commands name absolute paths) be
 Rebuilding on the run node instead would put a 12-90 s compile on the GPU node's critical path for every new
 candidate (in RL most are new), which is what the compile actors exist to avoid; shipping costs one
 object-store transfer. The one foreign input is the node's precompiled header: the receiving actor makes
-sure its node has one (`builds.ensure_pch`) and that its forwarder header is no newer than the shipped
+sure its node has one (`pch.ensure_pch`) and that its forwarder header is no newer than the shipped
 objects, or ninja would rebuild inside every run child. Nodes must share the image (toolchain, Python,
 paths): the cache key already names the toolchain, and a mismatch only costs a rebuild.
 """
@@ -21,7 +21,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelbench.harness import builds
+from kernelbench.harness import build_cache, pch
+from kernelbench.harness.child.load_inline_hook import STANDARD_CFLAGS
 from kernelbench.harness.evaluate import Staged
 
 log = logging.getLogger(__name__)
@@ -40,13 +41,13 @@ class Shipment:
 
 
 def _entry_lock(entry: Path) -> Path:
-    return entry.parent / f"{entry.name}.lock"  # the lock `builds.build` takes for the same entry
+    return entry.parent / f"{entry.name}.lock"  # the lock `builder.build` takes for the same entry
 
 
 def pack_entry(staged: Staged) -> Shipment:
     """`staged` with the files a run child needs of its build, read under the entry's lock (no half-written build)."""
     entry = Path(staged.build.entry_dir)
-    outcome = entry / "imports" / f"{builds.source_key(staged.src, staged.config.device)}.json"
+    outcome = entry / "imports" / f"{build_cache.source_key(staged.src, staged.config.device)}.json"
     buf = io.BytesIO()
     with open(_entry_lock(entry), "w") as lock, tarfile.open(fileobj=buf, mode="w") as tar:
         fcntl.flock(lock, fcntl.LOCK_SH)
@@ -99,8 +100,8 @@ def settle_pch_times(pch_dir: str, ext_dir: Path, src: str = "", device: str = "
     differs. Older inputs never make a build stale, so this is safe for every build on the node."""
     if not pch_dir:
         return
-    flags = builds.pch_flags(src) if src else builds.STANDARD_CFLAGS
-    if builds.pch_dir_for(builds.ensure_pch(flags, device), flags, device) != pch_dir:
+    flags = pch.pch_flags(src) if src else STANDARD_CFLAGS
+    if pch.pch_dir_for(pch.ensure_pch(flags, device), flags, device) != pch_dir:
         log.warning("this node's PCH folder differs from the compile node's (%s): shipped builds will be rebuilt "
                     "in the run stage; give every node the same image and paths", pch_dir)
         return

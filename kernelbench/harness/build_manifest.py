@@ -69,7 +69,7 @@ def _folder(path: str) -> dict[str, str]:
 
 
 def record(ext_dir: str) -> dict[str, dict[str, str]]:
-    """Every build folder under `ext_dir` (an entry's `ext/`, brought back by `builds.import_tree`: regular
+    """Every build folder under `ext_dir` (an entry's `ext/`, brought back by `build_tree.import_tree`: regular
     files and folders only), relative path -> {file name: sha256}."""
     out: dict[str, dict[str, str]] = {}
     for root, dirs, _ in os.walk(ext_dir):

@@ -3,7 +3,7 @@
 Stages (DESIGN.md, "The harness: rules"):
 1. `precheck` (parent, no execution): the source parses and defines `ModelNew`; static policy checks.
 2. `compile_stage`: import the candidate in a sandboxed child that builds its extension into the build cache
-   (`kernelbench.harness.builds`); cached by source + toolchain.
+   (`kernelbench.harness.builder`); cached by source + toolchain.
 3. `run_stage`: fresh seeds; a reference child (task code only) makes inputs, reference outputs and the
    reference timing; a run child (candidate) gets only the inputs and returns outputs and its timing; the
    parent compares, judges the dynamic checks, re-verifies suspicious speedups, and reads telemetry.
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kernelbench.harness import build_manifest, builds, feedback, ncu, nvrtc, paired, profiling, report, sandbox, static_checks, symbols, telemetry, triton_kernels
+from kernelbench.harness import build_manifest, builder, feedback, ncu, nvrtc, paired, pch, profiling, report, sandbox, static_checks, symbols, telemetry, triton_kernels
 from kernelbench.harness.child import op_policy, timing, worker
 from kernelbench.harness import roofline
 from kernelbench.harness.compare import Comparison, compare_outputs, inputs_unchanged
@@ -49,7 +49,7 @@ class Staged:
     task: Task
     src: str
     config: EvalConfig
-    build: builds.BuildOutcome | None
+    build: builder.BuildOutcome | None
     decided: EvalResult | None = None
     """Set when the candidate failed before the run stage (format, static check, compile)."""
     manifest: dict[str, dict[str, str]] | None = None
@@ -117,8 +117,8 @@ def _compile_stage(task: Task, src: str, config: EvalConfig, jobs: int = 0) -> S
     if early is not None:
         return Staged(task, src, config, None, early)
     # trusted parent, once per toolchain and flag set; CUDA builds' main.cpp uses it too
-    pch_dir = builds.ensure_pch(builds.pch_flags(src), config.device)
-    out = builds.build(src, config, jobs, pch_dir)
+    pch_dir = pch.ensure_pch(pch.pch_flags(src), config.device)
+    out = builder.build(src, config, jobs, pch_dir)
     policy = policy_of(task, config)
     fields = dict(compile_s=out.compile_s, cached_build=out.cached)
     if out.status == "ok":
@@ -177,7 +177,7 @@ def _limits(config: EvalConfig, max_file_mb: int = 0, timeout_s: float = 0.0) ->
 def _child_spec(config: EvalConfig, scratch: str, job: dict[str, Any], binds=(), extensions_dir: str = "",
                 max_file_mb: int = 0, pass_fds: tuple[int, ...] = (), timeout_s: float = 0.0) -> sandbox.ChildSpec:
     Path(scratch, "job.json").write_text(json.dumps(job))
-    env = builds.child_env(config, extensions_dir) if extensions_dir else (("OMP_NUM_THREADS", str(config.threads)),)
+    env = builder.child_env(config, extensions_dir) if extensions_dir else (("OMP_NUM_THREADS", str(config.threads)),)
     if config.device == "cuda" and not extensions_dir:
         env += nvrtc.child_env(config.device)
     return sandbox.ChildSpec(argv=worker.child_argv(scratch), scratch_dir=scratch,
@@ -388,7 +388,7 @@ def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch:
         Path(scratch, "candidate.py").write_text(staged.src)
         sandbox.give_tree(scratch, slot.uid)
         kind = sandbox.sandbox_kind(config.require_sandbox)
-        binds = builds.run_binds(staged.build.entry_dir, scratch, slot.uid, kind, staged.build.pch_dir)
+        binds = builder.run_binds(staged.build.entry_dir, scratch, slot.uid, kind, staged.build.pch_dir)
         extra = {"paired": pipes.job_fields()} if pipes else {}
         extra.update({"profile": profile} if profile else {})
         manifest = staged.manifest

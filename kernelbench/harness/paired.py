@@ -27,7 +27,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from kernelbench.harness import sandbox
+from kernelbench.harness import process_tree, sandbox
 from kernelbench.harness.child.timing import MIN_TRIALS, Channel
 
 REFERENCE_STOPPED = "the reference stopped answering"
@@ -137,7 +137,7 @@ def sandbox_runnable_ns(child: sandbox.RunningChild) -> dict[tuple[int, int], in
     (pid, tid); None when /proc does not say. Time asleep (waiting for a pipe) is not in it. The candidate
     cannot forge it."""
     times: dict[tuple[int, int], int] = {}
-    for pid in sandbox._sandbox_pids(child.proc.pid, child.uid):
+    for pid in process_tree.sandbox_pids(child.proc.pid, child.uid):
         try:
             tids = os.listdir(f"/proc/{pid}/task")
         except OSError:

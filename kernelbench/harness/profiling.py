@@ -194,7 +194,7 @@ def table_from_report(report: Any) -> ProfileTable:
 
 def warm_up(device: str) -> None:
     """Start and stop the profiler once, early: Kineto starts its threads on first use, which must happen
-    before the run child counts its threads and before it refuses new ones (`sandbox.refuse_new_tasks`).
+    before the run child counts its threads and before it refuses new ones (`spawn_guard.refuse_new_tasks`).
     Both children call it, so both carry the same idle threads while timed."""
     import torch
     from torch.autograd import profiler

@@ -8,16 +8,17 @@ comes back as a `ChildOutcome`.
 What the bubblewrap sandbox covers:
 - read-only root filesystem, private `/tmp` and `/dev/shm`, `$HOME` hidden (tmpfs over both `$HOME` and `/tmp`,
   with only what the child needs re-bound read-only wherever it lives: the interpreter, its site-packages, the
-  project and the sys.path entries; `child_readonly_paths`), one writable scratch folder, fresh `/dev` and `/proc`;
+  project and the sys.path entries; `bwrap.child_readonly_paths`), one writable scratch folder, fresh `/dev`
+  and `/proc` (the command line: `kernelbench.harness.bwrap`);
 - a progress pipe (`PROGRESS_FD_ENV`) on which the worker says it started and when untrusted code begins, so
   a child that never started is told apart from a candidate's fault (`ChildOutcome.progress`);
 - no network (own net namespace), own pid/ipc/uts namespaces, a new session (no terminal injection);
 - when the harness runs as root: an unprivileged uid per worker slot with all capabilities dropped, so
   `RLIMIT_NPROC` applies (it never does to uid 0) and a fork bomb stops; a slot's processes are all killed
-  afterwards by signalling as that uid;
+  afterwards by signalling as that uid (`kernelbench.harness.process_tree`);
 - rlimits: processes, file size, core dumps 0, address space (CPU only: the CUDA driver maps huge ranges);
-- once the run child's own threads run, no new thread or process at all (`refuse_new_tasks`: RLIMIT_NPROC 0
-  and a seccomp filter), so parallelism hidden inside one call cannot be had by any spelling;
+- once the run child's own threads run, no new thread or process at all (`child.spawn_guard.refuse_new_tasks`:
+  RLIMIT_NPROC 0 and a seccomp filter), so parallelism hidden inside one call cannot be had by any spelling;
 - environment cleared except a short allow-list (never API keys);
 - wall-clock timeout; the outer process group and the pid namespace die with it.
 What it does not cover: CPU-time fairness between concurrent children, GPU memory of other processes,
@@ -29,22 +30,19 @@ environment but the host's filesystem and network: a warning is logged, and `req
 
 from __future__ import annotations
 
-import _thread
-import ctypes
 import fcntl
 import logging
 import os
-import platform
-import resource
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from kernelbench.harness import bwrap, process_tree
 
 log = logging.getLogger(__name__)
 
@@ -134,33 +132,9 @@ class ChildSpec:
     """Parent-made pipe ends the child inherits (the paired-timing channel); nothing else stays open."""
 
 
-def find_bwrap() -> str:
-    """Path of a working bubblewrap (probed once), or empty. Tests monkeypatch this to force the fallback."""
-    return _probe_bwrap()
-
-
-_BWRAP_PROBE: dict[str, str] = {}
-
-
-def _probe_bwrap() -> str:
-    if "path" not in _BWRAP_PROBE:
-        path = shutil.which("bwrap") or ""
-        if path and shutil.which("setpriv"):
-            try:
-                ok = subprocess.run([path, "--ro-bind", "/", "/", "--unshare-pid", "--unshare-net", "true"],
-                                    capture_output=True, timeout=30).returncode == 0
-            except (OSError, subprocess.SubprocessError):
-                ok = False
-            path = path if ok else ""
-        else:
-            path = ""
-        _BWRAP_PROBE["path"] = path
-    return _BWRAP_PROBE["path"]
-
-
 def sandbox_kind(require_sandbox: bool = False) -> str:
     """`bwrap` or `rlimits`; raises SandboxUnavailable when bubblewrap is required but absent."""
-    if find_bwrap():
+    if bwrap.find_bwrap():
         return BWRAP
     if require_sandbox:
         raise SandboxUnavailable("bubblewrap (bwrap) and setpriv are required (EvalConfig.require_sandbox) but unusable here")
@@ -199,31 +173,6 @@ class SlotLease:
         self.release()
 
 
-def kill_uid(uid: int) -> None:
-    """Kill every process of `uid` by signalling -1 as that uid (reaches processes that left the group)."""
-    if uid < 0:
-        return
-    for _ in range(3):
-        subprocess.run(["kill", "-KILL", "-1"], user=uid, group=uid, extra_groups=[],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        if not _uid_has_processes(uid):
-            return
-        time.sleep(0.05)
-
-
-def _uid_has_processes(uid: int) -> bool:
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            for line in status.read_text().splitlines():
-                if line.startswith("Uid:"):
-                    if int(line.split()[1]) == uid:
-                        return True
-                    break
-        except (OSError, ValueError):
-            continue
-    return False
-
-
 def make_scratch(uid: int, prefix: str = "ka-") -> str:
     """A fresh folder the sandboxed uid may write (and nobody else may read)."""
     path = tempfile.mkdtemp(prefix=prefix)
@@ -256,87 +205,6 @@ def _env(spec: ChildSpec) -> dict[str, str]:
             env[key] = os.environ[key]
     env.update({k: v for k, v in spec.env if k in ENV_ALLOWED})
     return env
-
-
-def hidden_roots() -> tuple[str, ...]:
-    """Host folders the sandbox covers with a private tmpfs: $HOME (when it is not / or /tmp) and /tmp."""
-    home = os.path.realpath(os.path.expanduser("~"))
-    return ((home,) if home not in ("/", "/tmp") and os.path.isdir(home) else ()) + ("/tmp",)
-
-
-def child_readonly_paths() -> list[str]:
-    """Paths the child needs that lie under a hidden root ($HOME, /tmp), to re-bind read-only after the tmpfs.
-
-    The interpreter (its prefix, its base prefix, the real path of the executable), its site-packages (the
-    user site too), the project, and every sys.path entry (an editable install's finder names its source
-    folder there), wherever they live: a clone or a virtual environment under /tmp judges like any other.
-    Never a hidden root itself nor a folder above the temporary folder: the scratch folders, slot locks and
-    other evaluations' files live there and must stay hidden.
-    """
-    import site
-
-    project = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    wanted = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), project,
-              *site.getsitepackages(), *(p for p in sys.path if p and os.path.isabs(p))}
-    if site.ENABLE_USER_SITE:
-        wanted.add(site.getusersitepackages())
-    roots = hidden_roots()
-    guarded = [os.path.realpath(tempfile.gettempdir()), *roots]
-    out: list[str] = []
-    for p in sorted({os.path.realpath(w) for w in wanted if w}):
-        if not any(p.startswith(r + os.sep) for r in roots) or not os.path.exists(p):
-            continue
-        if any(g == p or g.startswith(p + os.sep) for g in guarded):
-            continue
-        p = p if os.path.isdir(p) else os.path.dirname(p)  # a zip on sys.path: its folder
-        if not any(p == q or p.startswith(q + os.sep) for q in out):
-            out = [q for q in out if not q.startswith(p + os.sep)] + [p]
-    return out
-
-
-def _dir_chain(path: str, home: str) -> list[str]:
-    """`--perms 0755 --dir D` for each folder between a tmpfs root and `path`, so the uid can traverse them."""
-    args: list[str] = []
-    parts = Path(path).relative_to(home).parts[:-1]
-    cur = home
-    for part in parts:
-        cur = os.path.join(cur, part)
-        args += ["--perms", "0755", "--dir", cur]
-    return args
-
-
-def bwrap_argv(spec: ChildSpec, uid: int, env: dict[str, str]) -> list[str]:
-    """The bubblewrap command line for `spec` (see the module docstring for what each part is for)."""
-    home = os.path.realpath(os.path.expanduser("~"))
-    argv = [find_bwrap(), "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-            "--die-with-parent", "--new-session", "--ro-bind", "/", "/"]
-    if home not in ("/", "/tmp") and os.path.isdir(home):
-        argv += ["--perms", "0755", "--tmpfs", home]
-    # a private, writable /dev/shm: LLVM's OpenMP runtime (clang -fopenmp builds) registers itself there and
-    # aborts without it ("OMP: Error #179 ... SHM2"); bubblewrap's own /dev is root's
-    argv += ["--perms", "1777", "--tmpfs", "/tmp", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm",
-             "--proc", "/proc"]
-    roots = hidden_roots()
-    for p in child_readonly_paths():  # the interpreter and the project, wherever they live (after both tmpfs)
-        root = next(r for r in roots if p.startswith(r + os.sep))
-        argv += _dir_chain(p, root) + ["--ro-bind", p, p]
-    if spec.cuda:
-        for node in sorted(Path("/dev").glob("nvidia*")):
-            argv += ["--dev-bind", str(node), str(node)]
-    tmpfs_roots = [r for r in (home, "/tmp") if r not in ("/",)]
-    for src, dest, flag in [(spec.scratch_dir, spec.scratch_dir, "--bind")] + [
-            (b.src, b.dest or b.src, "--bind" if b.writable else "--ro-bind") for b in spec.binds]:
-        root = next((r for r in tmpfs_roots if dest.startswith(r + os.sep)), "")
-        if root:  # folders bubblewrap creates on a tmpfs are root-only unless made 0755 here
-            argv += _dir_chain(dest, root)
-        argv += [flag, src, dest]
-    argv += ["--chdir", spec.scratch_dir, "--clearenv"]
-    for k, v in env.items():
-        argv += ["--setenv", k, v]
-    if uid >= 0:
-        argv += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
-                 "--bounding-set=-all"]
-    return argv + list(spec.argv)
 
 
 def _prlimit_argv(limits: Limits) -> list[str]:
@@ -390,22 +258,22 @@ class RunningChild:
         no new process turns up, so one forked during the sweep is caught on the next pass.
         """
         for _ in range(8):
-            new = _sandbox_pids(self.proc.pid, self.uid) - self._frozen
+            new = process_tree.sandbox_pids(self.proc.pid, self.uid) - self._frozen
             if not new:
                 break
             for pid in new:
-                _signal(pid, signal.SIGSTOP)
+                process_tree.send_signal(pid, signal.SIGSTOP)
             self._frozen |= new
         until = time.perf_counter() + FREEZE_WAIT_S
         pending = set(self._frozen)
         while pending and time.perf_counter() < until:
-            pending = {pid for pid in pending if _state(pid) not in ("T", "t", "X", "Z", "")}
+            pending = {pid for pid in pending if process_tree.process_state(pid) not in ("T", "t", "X", "Z", "")}
             if pending:
                 time.sleep(0.0005)
 
     def thaw(self) -> None:
-        for pid in self._frozen | _sandbox_pids(self.proc.pid, self.uid):
-            _signal(pid, signal.SIGCONT)
+        for pid in self._frozen | process_tree.sandbox_pids(self.proc.pid, self.uid):
+            process_tree.send_signal(pid, signal.SIGCONT)
         self._frozen = set()
 
     def wait(self) -> ChildOutcome:
@@ -419,11 +287,11 @@ class RunningChild:
             self.proc.wait(timeout=self.remaining_s())
         except subprocess.TimeoutExpired:
             timed_out = True
-            _kill_group(self.proc.pid)
+            process_tree.kill_group(self.proc.pid)
             self.proc.wait()
         wall = time.perf_counter() - self.start
-        _kill_group(self.proc.pid)
-        kill_uid(self.uid)
+        process_tree.kill_group(self.proc.pid)
+        process_tree.kill_uid(self.uid)
         rc = self.proc.returncode
         if self.kind == BWRAP and 128 < rc < 128 + 65:  # bubblewrap reports a signal death of its child as 128 + signo
             rc = -(rc - 128)
@@ -471,19 +339,19 @@ def start_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False)
     progress_r, progress_w = os.pipe()
     env[PROGRESS_FD_ENV] = str(progress_w)
     if kind == BWRAP:
-        argv = _prlimit_argv(spec.limits) + bwrap_argv(spec, uid, env)
+        argv = _prlimit_argv(spec.limits) + bwrap.bwrap_argv(spec, uid, env)
         user = {}
     else:
         log.warning("bubblewrap unavailable: running the candidate in a plain child with rlimits only "
                     "(the host filesystem and network stay reachable)")
         argv = _prlimit_argv(spec.limits) + list(spec.argv)
         needed = [sys.executable, spec.scratch_dir + "/x"] + [b.src + "/x" for b in spec.binds]
-        if uid >= 0 and not all(_reachable(p, uid) for p in needed):
+        if uid >= 0 and not all(process_tree.reachable_by(p, uid) for p in needed):
             log.warning("a path the child needs is not reachable by other users (e.g. under a 0700 folder): the "
                         "plain child keeps the harness's uid, so RLIMIT_NPROC does not hold as root")
             uid = -1
         user = {"user": uid, "group": uid, "extra_groups": []} if uid >= 0 else {}
-    kill_uid(uid)  # leftovers of an earlier harness crash would count against this slot's NPROC
+    process_tree.kill_uid(uid)  # leftovers of an earlier harness crash would count against this slot's NPROC
     logs = tempfile.mkdtemp(prefix="ka-log-")
     start = time.perf_counter()
     try:
@@ -497,146 +365,3 @@ def start_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False)
     finally:
         os.close(progress_w)  # the child holds the only write end: EOF once it and its processes are gone
     return RunningChild(proc, kind, uid, logs, start, spec.limits.timeout_s, progress_r)
-
-
-NEW_TASK_SYSCALLS_X86_64 = (56, 57, 58, 435)
-"""clone, fork, vfork, clone3: every way a thread or process comes to be on x86-64 (glibc's pthread_create,
-C11 thrd_create, std::thread, posix_spawn, _Fork and system() all end in one of them)."""
-
-
-def refuse_new_tasks() -> dict[str, bool]:
-    """In a sandboxed child, once its own threads are running (torch's pools, the OpenMP team, after the
-    candidate's import and `__init__`): make the kernel refuse every further thread and process of it.
-
-    Why: the timing counts one thread of work; a thread started and joined inside one call is never seen
-    by a thread count taken between phases (C11 `thrd_create`, `clone`, a c10 thread pool: 1.6x from two
-    hidden threads), and a list of spellings always misses one. Covers, by the kernel rather than by name:
-    - `RLIMIT_NPROC` set to 0: the kernel counts threads against the limit of their real uid, and the
-      child runs as its slot's own unprivileged uid, so any clone fails with EAGAIN (not for uid 0);
-    - a seccomp filter (x86-64, all threads of the process: TSYNC) that answers clone, clone3, fork and
-      vfork with EAGAIN, for children that kept uid 0 (the plain fallback child when the slot uid cannot
-      reach the files it needs) and for 32-bit/x32 entry points (denied outright).
-    Existing threads keep running. Not covered: work queued to threads that existed before the cap
-    (torch's intra-op pool and the OpenMP team are the harness's, sized by `EvalConfig.threads`).
-    Returns which layers took effect; `refused` is whether a probe thread failed to start. The functions it
-    calls were captured when this module was imported, before any candidate code (`_CAPTURED`)."""
-    setrlimit, start_thread, getuid = _CAPTURED["setrlimit"], _CAPTURED["start_thread"], _CAPTURED["getuid"]
-    done = {"rlimit": False, "seccomp": False, "refused": False}
-    try:
-        setrlimit(resource.RLIMIT_NPROC, (0, 0))
-        done["rlimit"] = getuid() != 0
-    except (OSError, ValueError):
-        pass
-    done["seccomp"] = _seccomp_refuse_clone()
-    try:
-        start_thread(lambda: None, ())
-    except RuntimeError:
-        done["refused"] = True
-    return done
-
-
-_CAPTURED = {"setrlimit": resource.setrlimit, "start_thread": _thread.start_new_thread, "getuid": os.getuid,
-             "libc": ctypes.CDLL(None, use_errno=True), "machine": platform.machine()}
-"""What `refuse_new_tasks` calls, taken at import (the run child imports this module before the candidate),
-so a candidate that rebinds `resource.setrlimit` or `ctypes.CDLL` does not disarm it."""
-
-
-def _seccomp_refuse_clone() -> bool:
-    """Install a classic-BPF seccomp filter on every thread of this process (x86-64 only) that fails the
-    task-creating syscalls with EAGAIN; False where it cannot (another architecture, no seccomp)."""
-    if _CAPTURED["machine"] != "x86_64":
-        return False
-    ld_w_abs, jeq_k, ret_k = 0x20, 0x15, 0x06
-    allow, eagain, kill_errno = 0x7FFF0000, 0x00050000 | 11, 0x00050000 | 1  # RET_ALLOW, RET_ERRNO|EAGAIN/EPERM
-    arch_x86_64, x32_bit = 0xC000003E, 0x40000000
-
-    def stmt(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
-        return struct.pack("HBBI", code, jt, jf, k)
-
-    calls = NEW_TASK_SYSCALLS_X86_64
-    prog = [stmt(ld_w_abs, 4), stmt(jeq_k, arch_x86_64, 1, 0), stmt(ret_k, kill_errno),  # other ABIs: nothing
-            stmt(ld_w_abs, 0), stmt(0x35, x32_bit, 0, 1), stmt(ret_k, kill_errno)]  # jge: x32 numbers
-    for i, nr in enumerate(calls):
-        prog.append(stmt(jeq_k, nr, len(calls) - i, 0))  # to the EAGAIN return after the allow
-    prog += [stmt(ret_k, allow), stmt(ret_k, eagain)]
-    code = b"".join(prog)
-    buf = ctypes.create_string_buffer(code, len(code))
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    fprog = SockFprog(len(prog), ctypes.addressof(buf))
-    libc = _CAPTURED["libc"]
-    pr_set_no_new_privs, sys_seccomp, set_mode_filter, tsync = 38, 317, 1, 1
-    if libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
-        return False
-    rc = libc.syscall(ctypes.c_long(sys_seccomp), ctypes.c_long(set_mode_filter), ctypes.c_long(tsync),
-                      ctypes.byref(fprog))
-    return rc == 0
-
-
-def _sandbox_pids(root: int, uid: int) -> set[int]:
-    """`root` and its descendants, plus (uid >= 0) every process owned by `uid`, from one scan of /proc."""
-    parent: dict[int, int] = {}
-    owned: set[int] = set()
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        pid = int(entry.name)
-        try:
-            if uid >= 0 and entry.stat().st_uid == uid:
-                owned.add(pid)
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-            parent[pid] = int(stat[stat.rindex(b")") + 2:].split()[1])
-        except (OSError, ValueError):
-            continue
-    found, frontier = {root}, [root]
-    children: dict[int, list[int]] = {}
-    for pid, ppid in parent.items():
-        children.setdefault(ppid, []).append(pid)
-    while frontier:
-        for child in children.get(frontier.pop(), []):
-            if child not in found:
-                found.add(child)
-                frontier.append(child)
-    return (found & set(parent)) | owned
-
-
-def _state(pid: int) -> str:
-    """The one-letter state of `pid` from /proc (T: stopped), or "" when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-        return stat[stat.rindex(b")") + 2:].split()[0].decode()
-    except (OSError, ValueError, IndexError):
-        return ""
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _reachable(path: str, uid: int) -> bool:
-    """Whether `uid` (no groups) can traverse every folder above `path` (the plain child's uid drop needs it)."""
-    p = Path(os.path.realpath(path)).parent
-    while True:
-        try:
-            st = p.stat()
-        except OSError:
-            return False
-        if not (st.st_mode & 0o001 or (st.st_uid == uid and st.st_mode & 0o100)):
-            return False
-        if p == p.parent:
-            return True
-        p = p.parent
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -15,6 +15,7 @@ called from C++, kernels defined but never run). The sandbox bounds what escapes
 
 `check_source` returns rejections; `source_warnings` returns notes that do not reject (precision).
 A syntax error returns no violation: the harness reports it as `format_error` itself.
+How the source is read (its tree, name bindings, literal text, kernel calls): `kernelbench.harness.source_scan`.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import re
 from dataclasses import dataclass
 
 from kernelbench.harness import triton_kernels
+from kernelbench.harness.source_scan import Source, has_function_body, kernel_sources, last_name, strip_c_comments
 
 
 @dataclass(frozen=True)
@@ -129,130 +131,16 @@ _CPP_RULES = [
 _WARN_CPP = (r"\b__half2?\b|\b__nv_bfloat16\w*\b|\b__float2(half|bfloat16)\w*|\bat::k(Half|BFloat16)\b"
              r"|\btorch::k(Half|Float16|BFloat16)\b|\bCUBLAS_(TF32_TENSOR_OP_MATH|COMPUTE_32F_FAST_\w+)\b")
 _WARN_PY = {"half", "bfloat16", "float16"}
-_C_TOKENS = re.compile(r'"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'|//[^\n]*|/\*.*?\*/', re.S)
 
 
-def strip_c_comments(text: str) -> str:
-    """Splice `\\`-newlines (before tokenising, as the compiler does) and drop comments, keeping string literals."""
-    text = text.replace("\\\r\n", "").replace("\\\n", "")
-    return _C_TOKENS.sub(lambda m: " " if m.group(0).startswith("/") else m.group(0), text)
-
-
-class _Source:
-    """The parsed candidate plus what several rules need: import bindings, name assignments, C++ texts."""
-
-    def __init__(self, tree: ast.Module, device: str):
-        self.tree, self.device = tree, device
-        self.nodes = list(ast.walk(tree))
-        self.imports: dict[str, str] = {}    # local name -> dotted path it is bound to
-        self.assigned: dict[str, ast.expr] = {}
-        self.found: dict[str, str] = {}     # flag -> first reason
-        self.warnings: dict[str, str] = {}
-        for n in self.nodes:
-            if isinstance(n, ast.Import):
-                for a in n.names:
-                    self.imports[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-            elif isinstance(n, ast.ImportFrom) and n.module and not n.level:
-                for a in n.names:
-                    self.imports[a.asname or a.name] = f"{n.module}.{a.name}"
-            elif isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name):
-                self.assigned[n.targets[0].id] = n.value
-        for _ in range(2):  # aliases of modules: `t = torch` then `t.allclose = ...`
-            for name, value in self.assigned.items():
-                q = self.qualname(value)
-                if q and name not in self.imports:
-                    self.imports[name] = q
-        self.statement_strings = {id(n.value) for n in self.nodes
-                                  if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
-
-    def qualname(self, node: ast.AST) -> str | None:
-        """Dotted path of a name or attribute chain rooted in an import (`tu.load_inline` -> full path)."""
-        if isinstance(node, ast.Name):
-            return self.imports.get(node.id)
-        if isinstance(node, ast.Attribute):
-            base = self.qualname(node.value)
-            return f"{base}.{node.attr}" if base else None
-        return None
-
-    def fold(self, node: ast.AST | None, depth: int = 0) -> str | None:
-        """Literal text of an expression, or None when any part is computed at run time."""
-        if node is None:
-            return ""
-        if isinstance(node, ast.Constant) and isinstance(node.value, (str, int, float)):
-            return str(node.value)
-        if isinstance(node, ast.Name) and depth < 8 and node.id in self.assigned:
-            return self.fold(self.assigned[node.id], depth + 1)
-        parts = None
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-            parts = [node.left, node.right]
-        elif isinstance(node, (ast.List, ast.Tuple, ast.JoinedStr)):
-            parts = node.elts if not isinstance(node, ast.JoinedStr) else node.values
-        elif isinstance(node, ast.FormattedValue):
-            parts = [node.value]
-        if parts is None:
-            return None
-        texts = [self.fold(p, depth + 1) for p in parts]
-        if any(t is None for t in texts):
-            return None
-        return ("\n" if isinstance(node, (ast.List, ast.Tuple)) else "").join(texts)
-
-    def flag(self, rule: str, reason: str, node: ast.AST | None = None) -> None:
-        where = f" (line {node.lineno})" if node is not None and hasattr(node, "lineno") else ""
-        self.found.setdefault(f"static:{rule}", reason + where)
-
-
-def _last(node: ast.AST) -> str:
-    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
-
-
-def _arg(call: ast.Call, pos: int, kw: str) -> ast.expr | None:
-    for k in call.keywords:
-        if k.arg == kw:
-            return k.value
-    return call.args[pos] if len(call.args) > pos else None
-
-
-def _kernel_sources(src: _Source) -> list[tuple[ast.Call, str, list[ast.expr | None]]]:
-    """Calls that compile custom kernels: (call, kind, source-text arguments)."""
-    out = []
-    for n in src.nodes:
-        if isinstance(n, ast.Call):
-            q, last = src.qualname(n.func) or "", _last(n.func)
-            if last == "load_inline":
-                out.append((n, "load_inline", [_arg(n, 1, "cpp_sources"), _arg(n, 2, "cuda_sources")]))
-            elif last in ("RawModule", "RawKernel") and (q.startswith("cupy") or not q):
-                out.append((n, last, [_arg(n, 0, "code")]))
-    return out
-
-
-_BODY_OPEN = re.compile(r"\)\s*(const\s*)?(noexcept\s*)?\{")
-
-
-def has_function_body(cpp: str) -> bool:
-    """Whether some function in `cpp` has a body holding a statement: a `) {` whose matching `}` encloses a
-    `;` at any depth (a first statement such as `auto y = torch::empty({1}, x.options());` holds braces)."""
-    for m in _BODY_OPEN.finditer(cpp):
-        depth = 0
-        for ch in cpp[m.end() - 1:]:
-            if ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-            elif ch == ";":
-                return True
-    return False
-
-
-def _rule_no_custom_kernel(src: _Source) -> None:
+def _rule_no_custom_kernel(src: Source) -> None:
     """Why: the task is to write kernels; a forward built from PyTorch ops scores the reference's own speed
     (Kevin-32B gave 0 reward to responses without inline CUDA). Covers: some load_inline call whose C++ has a
     function body with a statement (cpu), or CUDA text with `__global__` via load_inline or cupy RawModule/
     RawKernel (cuda). `load(sources=files)` does not count: the candidate cannot write files. Not covered:
     whether that kernel runs (`dynamic:kernel_not_called`) or does the work (`dynamic:torch_compute_op`)."""
     has_kernel = False
-    for call, kind, args in _kernel_sources(src):
+    for call, kind, args in kernel_sources(src):
         texts = [src.fold(a) for a in args]
         if any(t is None for t in texts):
             src.flag("dynamic_code", f"{kind} source must be literal text, not computed", call)
@@ -273,7 +161,7 @@ def _rule_no_custom_kernel(src: _Source) -> None:
                  "that stores its results")
 
 
-def _check_build_options(src: _Source, call: ast.Call) -> None:
+def _check_build_options(src: Source, call: ast.Call) -> None:
     for k in call.keywords:
         if k.arg not in LOAD_INLINE_KWARGS:
             src.flag("build_flags", f"load_inline option {k.arg!r} is not allowed", call)
@@ -285,7 +173,7 @@ def _check_build_options(src: _Source, call: ast.Call) -> None:
                 src.flag("build_flags", f"{k.arg} entry {bad[0]!r} is not an allowed compiler/linker flag", call)
 
 
-def _rule_cpp_text(src: _Source) -> None:
+def _rule_cpp_text(src: Source) -> None:
     """Why: C++ runs with the harness's privileges inside the sandbox and past every Python rule. Covers, in
     every string literal and every folded kernel source: threads and processes, file/env/system access, C++
     that calls back into Python, ATen entry points that skip the dispatcher (so the op tracer would not see a
@@ -294,7 +182,7 @@ def _rule_cpp_text(src: _Source) -> None:
     need them, and the harness fixes the thread count they see. Inline PTX `asm` stays allowed on cuda."""
     texts = [n.value for n in src.nodes if isinstance(n, ast.Constant) and isinstance(n.value, str)
              and id(n) not in src.statement_strings]
-    texts += [t for _, _, args in _kernel_sources(src) for t in (src.fold(a) for a in args) if t]
+    texts += [t for _, _, args in kernel_sources(src) for t in (src.fold(a) for a in args) if t]
     for text in map(strip_c_comments, texts):
         for rule, pattern, what, devices in _CPP_RULES:
             m = re.search(pattern, text)
@@ -305,7 +193,7 @@ def _rule_cpp_text(src: _Source) -> None:
             src.warnings.setdefault("warn:precision_downgrade", f"reduced-precision type in kernel: {m.group(0)!r}")
 
 
-def _rule_imports(src: _Source) -> None:
+def _rule_imports(src: Source) -> None:
     """Why: imports are how Python code reaches the clock, the file system, processes and the harness
     (`time`, `os`, `sys.modules`, `ctypes`). Covers: every import statement, relative imports, private
     (`_`-prefixed) internals, forbidden modules reached as attributes (`torch.os`), and compilers
@@ -346,7 +234,7 @@ def _rule_imports(src: _Source) -> None:
                              "op tracer; write the kernel", n)
 
 
-def _rule_dynamic_code(src: _Source) -> None:
+def _rule_dynamic_code(src: Source) -> None:
     """Why: code assembled at run time defeats every rule that reads the source (`exec`, `__import__`),
     and object introspection reaches what imports cannot (`().__class__.__mro__[1].__subclasses__()`,
     a wrapper's `__closure__`, a module's `__dict__`). Covers: the exec-like builtins and `open`, every dunder
@@ -378,7 +266,7 @@ def _rule_dynamic_code(src: _Source) -> None:
                 src.flag("subclass_reference", "reaches the reference Model by name", n)
 
 
-def _rule_patching(src: _Source) -> None:
+def _rule_patching(src: Source) -> None:
     """Why: the harness's timer, comparator and torch itself live in the candidate's process during the run;
     a candidate that rebinds `torch.cuda.Event`, `torch.cuda.synchronize`, `torch.allclose` or a Tensor
     method fakes its time or its correctness. Covers: assignment, augmented assignment and deletion of any
@@ -415,7 +303,7 @@ def _rule_patching(src: _Source) -> None:
             src.warnings.setdefault("warn:precision_downgrade", f".{n.func.attr}() conversion")
 
 
-def _rule_structure(src: _Source) -> None:
+def _rule_structure(src: Source) -> None:
     """Why: Kevin-32B's policy learned `class ModelNew(Model): pass` and try/except fallbacks to PyTorch.
     Covers: any try statement (a fallback when the kernel fails to build or run is never needed by a correct
     candidate), classes defining `__exit__` (a context manager that swallows exceptions is a try/except),
@@ -432,23 +320,23 @@ def _rule_structure(src: _Source) -> None:
             src.flag("try_except", "__exit__ can swallow exceptions like try/except", n)
         if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name in LAZY_NAMES:
             src.flag("lazy_tensor", f"{n.name}: tensor subclasses and dispatch hooks are not allowed", n)
-        elif isinstance(n, (ast.Name, ast.Attribute)) and _last(n) in LAZY_NAMES:
-            src.flag("lazy_tensor", f"{_last(n)}: tensor subclasses and dispatch hooks are not allowed", n)
+        elif isinstance(n, (ast.Name, ast.Attribute)) and last_name(n) in LAZY_NAMES:
+            src.flag("lazy_tensor", f"{last_name(n)}: tensor subclasses and dispatch hooks are not allowed", n)
         elif isinstance(n, ast.Attribute) and n.attr == "overrides" and src.qualname(n) == "torch.overrides":
             src.flag("lazy_tensor", "torch.overrides is not allowed", n)
         if isinstance(n, (ast.Name, ast.Attribute)) and src.qualname(n) in CACHE_APIS:
             src.flag("result_caching", f"{src.qualname(n)}: outputs must be computed on every call", n)
         if isinstance(n, ast.ClassDef):
             for b in n.bases:
-                if _last(b) == "Model":
+                if last_name(b) == "Model":
                     src.flag("subclass_reference", f"class {n.name} derives from the reference Model", n)
-                elif _last(b) in ("Tensor", "Parameter"):
-                    src.flag("lazy_tensor", f"class {n.name} subclasses {_last(b)}", n)
-        elif isinstance(n, (ast.Name, ast.Attribute)) and _last(n) == "Model":
+                elif last_name(b) in ("Tensor", "Parameter"):
+                    src.flag("lazy_tensor", f"class {n.name} subclasses {last_name(b)}", n)
+        elif isinstance(n, (ast.Name, ast.Attribute)) and last_name(n) == "Model":
             src.flag("subclass_reference", "the reference Model must not be used", n)
 
 
-def _rule_triton(src: _Source) -> None:
+def _rule_triton(src: Source) -> None:
     """Why and what: see `kernelbench.harness.triton_kernels` (Triton's API allowlist, kernel bodies that stay
     Triton under the interpreter, inline assembly on CPU)."""
     triton_kernels.check(src)
@@ -458,14 +346,14 @@ RULES = (_rule_no_custom_kernel, _rule_structure, _rule_imports, _rule_dynamic_c
          _rule_triton)
 
 
-def _analyse(src_text: str, device: str) -> _Source | None:
+def _analyse(src_text: str, device: str) -> Source | None:
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
     try:
         tree = ast.parse(src_text)
     except (SyntaxError, ValueError):
         return None
-    src = _Source(tree, device)
+    src = Source(tree, device)
     for rule in RULES:
         rule(src)
     return src

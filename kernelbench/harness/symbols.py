@@ -159,7 +159,7 @@ def _shared_object(path: Path) -> bool:
 
 def libraries(build_dir: str) -> list[str]:
     """Every shared library in the build folder (regular files only: the folder was brought back by
-    `builds.import_tree`, which keeps no links): by content, not by name, so a library the compile child
+    `build_tree.import_tree`, which keeps no links): by content, not by name, so a library the compile child
     left as `payload.bin` for a later `dlopen` is judged too."""
     return sorted(str(p) for p in Path(build_dir).rglob("*") if p.is_file() and not p.is_symlink()
                   and (p.suffix == ".so" or _shared_object(p)))

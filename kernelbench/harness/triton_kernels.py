@@ -126,7 +126,7 @@ def _local_names(fn: ast.FunctionDef) -> set[str]:
 
 
 def check(src: Any) -> None:
-    """Flag Triton-specific violations on `src` (a `static_checks._Source`)."""
+    """Flag Triton-specific violations on `src` (a `source_scan.Source`)."""
     jit = jit_functions(src)
     jit_names = {fn.name for fn in jit}
     module_functions = {n.name for n in src.tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}

@@ -14,6 +14,7 @@ Search, per problem (kernelbench/tasks/size_plan.py maps a scale `alpha` to the 
    interpolating log(time), else by the meta estimate calibrated on the last measurement.
 Timing is the thread's CPU time (`time.thread_time`): with one intra-op thread all the work runs on the
 calling thread, and unlike wall time it stays put while other processes share the core.
+The counting and timing themselves: kernelbench/tasks/reference_cost.py.
 """
 
 from __future__ import annotations
@@ -24,32 +25,28 @@ import os
 import resource
 import select
 import signal
-import statistics
 import sys
 import time
 from typing import Any
 
 from kernelbench.tasks import cpu_size_records
+from kernelbench.tasks.reference_cost import RUN_CAP_MS, RUNS, estimate_ms, measure, meta_cost
 from kernelbench.harness import sandbox
+from kernelbench.harness.child import spawn_guard
 from kernelbench.tasks.size_plan import SizePlan, constants_at, literal_sizes, plan_sizes
 
 TARGET_MS = 5.0
 ACCEPT_MS = (2.5, 10.0)
 """Stop searching once a measurement lands here: well inside 1-20 ms, so noise does not push it out."""
 MAX_TRIALS = 8
-RUNS = 5
-RUN_CAP_MS = 400.0
-"""Never time a configuration whose calibrated estimate exceeds this (nor one whose first call does)."""
 START_ALPHA = 0.3
 MIN_SIZE = 8
+"""Sizes other than a batch stay at least this large unless that is still too slow (size_plan.knob_values)."""
 META_BUDGET_S = 10.0
 MAX_PAIR_KNOBS = 6
 """Pairs of constants are tried for freezing only up to this many scalable constants (15 meta runs)."""
-"""Sizes other than a batch stay at least this large unless that is still too slow (size_plan.knob_values)."""
 NO_META_MAX_ALPHA = 0.8
 """Without a meta estimate the search never comes near the GPU size (alpha 1): it climbs from small runs."""
-EST_FLOP_S, EST_BYTE_S, EST_OP_S = 2e10, 4e9, 4e-6
-"""Nominal one-core rates, for the first guess only: every later guess is calibrated on a measurement."""
 MAX_META_BYTES = 2 << 30
 """A configuration that moves more than this on the meta device is not run for real."""
 RESULT_FILE = "result.json"
@@ -67,86 +64,6 @@ def get_init_inputs():
     return []
 """
 """A trusted problem the server runs on meta before forking, so each child inherits torch's lazy imports."""
-
-
-def _exec(source: str, filename: str, overrides: dict[str, Any]):
-    from kernelbench.tasks.problem import exec_source
-
-    module = exec_source(source, filename)
-    cpu_size_records.apply_overrides(module, overrides)
-    return module
-
-
-def meta_cost(source: str, filename: str, overrides: dict[str, Any]) -> tuple[float, float, int] | str:
-    """(FLOPs, bytes written and read, ops) of one forward on the meta device, or the error that stopped it."""
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils.flop_counter import FlopCounterMode
-
-    class Traffic(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.bytes, self.ops = 0.0, 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            out = func(*args, **(kwargs or {}))
-            self.ops += 1
-            if not any(r.alias_info is not None for r in func._schema.returns):  # views move nothing
-                for t in _tensors((out, args, kwargs)):
-                    self.bytes += t.numel() * t.element_size()
-            return out
-
-    try:
-        module = _exec(source, filename, overrides)
-        torch.manual_seed(0)
-        with torch.device("meta"), torch.no_grad():
-            model = module.Model(*module.get_init_inputs()).eval()
-            inputs = module.get_inputs()
-            with FlopCounterMode(display=False) as flops, Traffic() as traffic:
-                model(*inputs)
-        return float(flops.get_total_flops()), traffic.bytes, traffic.ops
-    except Exception as e:  # any failure means "not runnable like this on meta"; the caller decides why
-        return f"{type(e).__name__}: {str(e)[:200]}"
-
-
-def _tensors(value: Any, depth: int = 0):
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif depth < 3 and isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _tensors(v, depth + 1)
-    elif depth < 3 and isinstance(value, dict):
-        for v in value.values():
-            yield from _tensors(v, depth + 1)
-
-
-def estimate_ms(cost: tuple[float, float, int]) -> float:
-    flops, nbytes, ops = cost
-    return 1e3 * (flops / EST_FLOP_S + nbytes / EST_BYTE_S + ops * EST_OP_S)
-
-
-def measure(source: str, filename: str, overrides: dict[str, Any], runs: int = RUNS) -> tuple[float, float]:
-    """(median thread-CPU ms, median wall ms) of the reference forward, built as the harness builds it."""
-    import torch
-
-    module = _exec(source, filename, overrides)
-    torch.manual_seed(0)
-    with torch.no_grad():
-        model = module.Model(*module.get_init_inputs()).eval()
-        inputs = module.get_inputs()
-        cpu, wall = [], []
-        for i in range(runs + 1):  # the first call warms caches and allocator; it is not counted
-            c0, w0 = time.thread_time(), time.perf_counter()
-            model(*inputs)
-            c1, w1 = time.thread_time(), time.perf_counter()
-            if i == 0 and (c1 - c0) * 1e3 > RUN_CAP_MS:
-                return (c1 - c0) * 1e3, (w1 - w0) * 1e3
-            if i:
-                cpu.append((c1 - c0) * 1e3)
-                wall.append((w1 - w0) * 1e3)
-    return statistics.median(cpu), statistics.median(wall)
 
 
 class Search:
@@ -386,7 +303,7 @@ def _child(item: dict[str, Any], job: dict[str, Any], w: int) -> None:
         import torch
 
         torch.set_num_threads(1)
-        sandbox.refuse_new_tasks()  # one thread of work, and nothing the problem starts can outlive it
+        spawn_guard.refuse_new_tasks()  # one thread of work, and nothing the problem starts can outlive it
         if item.get("overrides") is not None:  # re-time a recorded size
             result = recheck(item["source"], item["filename"], item["overrides"])
         else:

@@ -6,7 +6,7 @@ new processes are refused, with a writable copy of the build folder: the compile
 library it made was never read by the parent. Before the fix this was full credit for PyTorch's matmul.
 
 Defence: the run child never produces a library: its `load_inline` / `load` skip ninja and load only what
-the compile stage built, file for file as the parent recorded it (`builds.BuildManifest`); any other
+the compile stage built, file for file as the parent recorded it (`build_manifest`); any other
 build request is refused before a compiler runs.
 Expected: rejected, dynamic:build_outside_compile_stage (static checks on or off).
 """

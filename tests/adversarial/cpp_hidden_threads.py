@@ -6,7 +6,7 @@ every route started its task, so it gets credit exactly where the harness lets o
 
 Defence: static `threads_or_processes` (and the build's imports, `build:threads_or_processes`); with
 static checks off, the run child refuses every new task itself after `__init__` (RLIMIT_NPROC 0 for its
-slot uid and a seccomp filter on clone/clone3/fork/vfork: kernelbench.harness.sandbox.refuse_new_tasks).
+slot uid and a seccomp filter on clone/clone3/fork/vfork: kernelbench.harness.child.spawn_guard.refuse_new_tasks).
 Expected: rejected, static:threads_or_processes; static off: runtime_error naming every refused route.
 """
 import torch.nn as nn

@@ -2,7 +2,7 @@
 threads the Python thread count cannot see.
 
 Defence: static `threads_or_processes` (`std::thread`, `#include <thread>`); with static checks off, the run
-child refuses every new thread after `__init__` (kernelbench.harness.sandbox.refuse_new_tasks), and counts OS threads
+child refuses every new thread after `__init__` (kernelbench.harness.child.spawn_guard.refuse_new_tasks), and counts OS threads
 (/proc/self/task), not only Python threads, after each phase (`dynamic:threads`, for threads started earlier).
 Expected: rejected, static:threads_or_processes; static off: runtime_error ("Resource temporarily unavailable").
 """

@@ -5,7 +5,7 @@ work beside the GPU's included). No thread count between phases sees a thread st
 one call.
 
 Defence: the run child refuses every new thread and process after `__init__` on CUDA as on CPU
-(`sandbox.refuse_new_tasks`: RLIMIT_NPROC 0 for its slot uid, a seccomp filter on clone/fork). The CUDA
+(`spawn_guard.refuse_new_tasks`: RLIMIT_NPROC 0 for its slot uid, a seccomp filter on clone/fork). The CUDA
 context, the driver's own threads and cuBLAS's handle are created by the run child's warm-up before the
 baseline thread count, and the candidate's import and `__init__` (its `load_inline`, its first `.to("cuda")`)
 run before the refusal, so an honest kernel is unaffected (tests/test_adversarial_cuda.py runs

@@ -2,7 +2,7 @@
 the timed window, more cores than the reference gets).
 
 Defence: static `threads_or_processes` (import of threading); the run child refuses every new thread after
-`__init__` (kernelbench.harness.sandbox.refuse_new_tasks), and counts its threads after each phase (`dynamic:threads`,
+`__init__` (kernelbench.harness.child.spawn_guard.refuse_new_tasks), and counts its threads after each phase (`dynamic:threads`,
 for threads started earlier).
 Expected: rejected, static:threads_or_processes; static off: runtime_error ("can't start new thread").
 """

@@ -90,7 +90,7 @@ def _wrap_loader(loader: Callable[..., Any]) -> Callable[..., Any]:
         return wrap_module(loader(*args, **kwargs))
     load.__name__ = load.__qualname__ = loader.__name__
     load.__doc__ = loader.__doc__
-    # torch's signature for introspection (builds.patch_load_inline binds arguments by name); not `__wrapped__`,
+    # torch's signature for introspection (load_inline_hook.patch_load_inline binds arguments by name); not `__wrapped__`,
     # which would hand the candidate the uncounted loader
     load.__signature__ = inspect.signature(loader)
     setattr(load, _MARK, True)

@@ -35,6 +35,7 @@ from typing import Any
 from kernelbench.harness.child import timing  # noqa: F401  (first: captures the timers before any candidate code runs)
 from kernelbench.harness import sandbox  # noqa: E402
 from kernelbench.harness import build_manifest  # noqa: E402
+from kernelbench.harness.child import spawn_guard  # noqa: E402  (captures what it calls before candidate code)
 
 RESULT_FILE = "result.json"
 MAX_RESULT_BYTES = 4 * 1024 * 1024
@@ -270,11 +271,11 @@ def run_compile(job: dict[str, Any], scratch: str, reporter: Any = None) -> dict
     candidate's code (a thread, or an `atexit` handler once the child left through an exception) after it
     was written. Whether `ModelNew` is a class is read from the module's dict (no module `__getattr__`);
     an import error's message is the candidate's own code (`__str__`), read once and guarded (`_text`)."""
-    from kernelbench.harness import builds
+    from kernelbench.harness.child import load_inline_hook
 
     if reporter is None:
         raise RuntimeError("the compile child needs the parent's report pipe (job field report_fd)")
-    builds.patch_load_inline(job["device"], job.get("pch_dir", ""))
+    load_inline_hook.patch_load_inline(job["device"], job.get("pch_dir", ""))
     progress(sandbox.UNTRUSTED, close=True)
     try:
         module = import_candidate(os.path.join(scratch, job["candidate"]))
@@ -409,11 +410,11 @@ def harness_holders(kernel_calls: Any, op_policy: Any) -> list[tuple[str, Any]]:
     import torch.utils._python_dispatch as python_dispatch
     import torch.utils.cpp_extension as cpp_extension
 
-    from kernelbench.harness import build_manifest, builds, report, sandbox
-    from kernelbench.harness.child import inputs
+    from kernelbench.harness import build_manifest, report, sandbox
+    from kernelbench.harness.child import inputs, load_inline_hook
 
     modules = [builtins, time, os, os.path, json, threading, traceback, types, torch, torch.cuda, torch.serialization,
-               python_dispatch, cpp_extension, timing, inputs, builds, report, sandbox, sys.modules[__name__]]
+               python_dispatch, cpp_extension, timing, inputs, load_inline_hook, report, sandbox, spawn_guard, sys.modules[__name__]]
     modules += [build_manifest]
     modules += [kernel_calls, op_policy]
     classes = [torch.Tensor, torch.cuda.Event, python_dispatch.TorchDispatchMode, timing.Timers, Snapshot]
@@ -440,21 +441,20 @@ def _audit(snapshot: Snapshot, result: dict[str, Any], phase: str, extra: list[s
 def run_candidate(job: dict[str, Any], scratch: str, reporter: Any = None) -> dict[str, Any]:
     import torch
 
-    from kernelbench.harness import builds
-    from kernelbench.harness.child import kernel_calls, op_policy  # imported, never probed: a check that cannot load is an error
+    from kernelbench.harness.child import kernel_calls, load_inline_hook, op_policy  # imported, never probed: a check that cannot load is an error
     from kernelbench.harness.child.inputs import clone_args, to_device
 
     device = job["device"]
     torch.set_num_threads(job["threads"])
     _warm_up(device)
     profile_error = _profile_warm_up(device) if job.get("profile") == "torch" else ""
-    builds.start_libomp_pool(job.get("pch_dir", ""))  # a clang -fopenmp build's pool is not the candidate's
+    load_inline_hook.start_libomp_pool(job.get("pch_dir", ""))  # a clang -fopenmp build's pool is not the candidate's
     threads_before, os_before = threading.active_count(), os_threads()
     inputs_path = os.path.join(scratch, "inputs.pt")
     data = torch.load(inputs_path, weights_only=True)
     os.unlink(inputs_path)  # gone before candidate code runs
     kernel_calls.install(triton=bool(job.get("triton")))
-    builds.patch_load_inline(device, job.get("pch_dir", ""))
+    load_inline_hook.patch_load_inline(device, job.get("pch_dir", ""))
     # no compiler runs here: a load must find the build the compile stage left and the parent recorded
     build_manifest.refuse_builds(job.get("build_manifest") or {}, os.environ.get("TORCH_EXTENSIONS_DIR", scratch))
     # Captured references: the phases below call these locals, never a module attribute the candidate can rebind.
@@ -477,7 +477,7 @@ def run_candidate(job: dict[str, Any], scratch: str, reporter: Any = None) -> di
         threads_after[1] = max(threads_after[1], count_threads())
 
     progress(sandbox.UNTRUSTED, close=True)
-    refuse_tasks = sandbox.refuse_new_tasks  # captured before candidate code runs, like the phases' calls
+    refuse_tasks = spawn_guard.refuse_new_tasks  # captured before candidate code runs, like the phases' calls
     module = import_candidate(os.path.join(scratch, job["candidate"]))
     checkpoint("import")
     result["phase"] = "init"

@@ -1,0 +1,213 @@
+"""The builder: the compile stage imports a candidate in a sandboxed child that builds its cache entry.
+
+Compiling a candidate means importing it in a sandboxed child whose `TORCH_EXTENSIONS_DIR` is the cache
+entry (`kernelbench.harness.build_cache`): `load_inline` builds there. The run child later imports the
+candidate again with a private copy of the entry mounted at the same path (`run_binds`; ninja's commands name
+absolute paths, so the path must not move), finds the built library, and loads it without running ninja
+(`build_manifest`: only what the parent recorded after the compile stage, file for file; any other build
+request there is refused). Compile errors are cached too, per file. The build folder the child wrote is
+brought back with `kernelbench.harness.build_tree`, never followed.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernelbench.harness import nvrtc, report, sandbox, triton_kernels
+from kernelbench.harness.build_cache import cache_key, cache_root, source_key
+from kernelbench.harness.build_tree import BuildTreeError, import_tree, swap_in
+from kernelbench.harness.child import worker
+from kernelbench.harness.config import EvalConfig
+from kernelbench.harness.pch import pch_dir_for, pch_flags
+from kernelbench.harness.toolchain import cuda_arch_list, extract_error_lines
+
+@dataclass(frozen=True)
+class BuildOutcome:
+    """Result of the compile stage for one candidate."""
+
+    status: str
+    """`ok`, `compile_error`, `format_error` (no ModelNew class after import), `timeout`, `harness_error`
+    (the compile child never reached the candidate's code; not cached), or `rejected` (the child's report
+    pipe carried frames of the candidate's own: `dynamic:harness_tampered`; not cached)."""
+    cached: bool
+    """Served from the build cache (no compiler ran)."""
+    compile_s: float
+    """Wall time of this stage (lookup only, when cached)."""
+    error_text: str
+    """Trimmed compiler / import error lines for the feedback; empty when ok."""
+    entry_dir: str
+    """The cache entry folder; its `ext/` subfolder is TORCH_EXTENSIONS_DIR for both children."""
+    sandbox: str = ""
+    pch_dir: str = ""
+    """The PCH folder the build used; the run child's load_inline must pass the same include path."""
+
+
+def _read_meta(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def build(src: str, config: EvalConfig, jobs: int = 0, pch_dir: str = "") -> BuildOutcome:
+    """Compile `src` (import it in a sandboxed child) unless the cache holds the result already.
+
+    The entry (`cache_key`) holds the built extensions; the outcome of importing THIS file is recorded per
+    whole-file hash inside it (`imports/`), since Python-side faults (an exit at import, no ModelNew) differ
+    between files that share a build. A new file on a built entry still gets its import child, which finds
+    the extension up to date (no compiler runs: `cached`)."""
+    start = time.perf_counter()
+    root = cache_root(config)
+    key = cache_key(src, config.device)
+    entry = root / key
+    meta_path = entry / "imports" / f"{source_key(src, config.device)}.json"
+    meta = _read_meta(meta_path)
+    if meta is None:
+        with open(root / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another worker compiling the same entry: wait and reuse
+            meta = _read_meta(meta_path)
+            if meta is None:
+                built = (entry / "built").exists()
+                if not built:  # whatever a killed or failed compile left here is not trusted: build afresh
+                    shutil.rmtree(entry / "ext", ignore_errors=True)
+                pch_dir = pch_dir_for(pch_dir, pch_flags(src), config.device)
+                meta = _compile(src, config, entry, jobs, pch_dir)
+                if meta["status"] in ("ok", "compile_error", "format_error"):  # never a timeout or harness_error
+                    meta_path.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = meta_path.with_suffix(f".tmp{os.getpid()}")
+                    tmp.write_text(json.dumps(meta))
+                    os.replace(tmp, meta_path)  # atomic: a killed harness leaves no half-written verdict
+                if meta["status"] == "ok":
+                    (entry / "built").touch()  # last: the entry's completion marker
+                return BuildOutcome(status=meta["status"], cached=built and meta["status"] == "ok",
+                                    compile_s=time.perf_counter() - start, error_text=meta["error_text"],
+                                    entry_dir=str(entry), sandbox=meta["sandbox"], pch_dir=meta["pch_dir"])
+    return BuildOutcome(status=meta["status"], cached=True, compile_s=time.perf_counter() - start,
+                        error_text=meta["error_text"], entry_dir=str(entry), sandbox=meta.get("sandbox", ""),
+                        pch_dir=meta.get("pch_dir", ""))
+
+
+COMPILE_REPORT_BYTES = 4 << 20
+"""Most bytes the compile child's report pipe may carry (its import error is bounded: worker.MAX_ERROR_CHARS)."""
+
+
+def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str) -> dict:
+    """Run the compile child on a private copy of the entry's build folder, mounted at the entry's path
+    (bubblewrap) or, in the plain child, the entry's own folder handed to its uid; then bring back its
+    regular files into a fresh folder owned by the parent (`import_tree`) and swap that in.
+
+    The child's outcome comes over the parent's pipe (`kernelbench.harness.report`), read once every process of the
+    sandbox is dead, and must echo this job's nonce: the child imports the candidate, whose code (a thread,
+    an `atexit` handler, a C++ static destructor) could rewrite a result file in its scratch folder after
+    the harness wrote it. Code of the candidate can still write frames of its own into the pipe before the
+    report (the run child's limit, docs/harness.md); a forged `ok` wins nothing: the run child imports the
+    file again and every verdict comes from there."""
+    ext = entry / "ext"
+    ext.mkdir(parents=True, exist_ok=True)
+    fresh = str(entry / f"ext.new-{os.getpid()}-{secrets.token_hex(4)}")
+    oversized = ""
+    with sandbox.SlotLease() as slot:
+        scratch = sandbox.make_scratch(slot.uid, prefix="ka-compile-")
+        private = tempfile.mkdtemp(prefix="ka-build-")
+        collector = report.Collector(COMPILE_REPORT_BYTES)
+        try:
+            if sandbox.sandbox_kind(config.require_sandbox) == sandbox.BWRAP:
+                work = os.path.join(private, "ext")
+                import_tree(str(ext), work)  # what earlier builds left, so a built entry is found up to date
+                build_bind = sandbox.Bind(work, str(ext), writable=True)
+            else:  # no mount namespace: the child writes at the entry's path, which is then treated as hostile
+                work = str(ext)
+                build_bind = sandbox.Bind(work, writable=True)
+            sandbox.give_tree(work, slot.uid)
+            nonce = secrets.token_hex(16)
+            job = {"mode": "compile", "device": config.device, "candidate": "candidate.py", "pch_dir": pch_dir,
+                   "nonce": nonce, **collector.job_fields()}
+            Path(scratch, "candidate.py").write_text(src)
+            Path(scratch, "job.json").write_text(json.dumps(job))
+            spec = sandbox.ChildSpec(
+                argv=worker.child_argv(scratch), scratch_dir=scratch, cuda=config.device == "cuda",
+                limits=sandbox.Limits(timeout_s=config.compile_timeout_s, memory_limit_mb=0,
+                                      max_processes=config.max_processes, max_file_mb=config.max_file_mb),
+                binds=(build_bind,) + ((sandbox.Bind(pch_dir),) if pch_dir else ()),
+                env=child_env(config, str(ext), jobs), pass_fds=(collector.write_fd,))
+            child = sandbox.start_child(spec, slot, config.require_sandbox)
+            collector.started()
+            out = child.wait()  # returns once every process of the sandbox (and the slot's uid) is dead
+            frames = collector.finish()
+            tampered = frames.report_only_problem()
+            result = frames.result()
+            if result.get("nonce") != nonce:
+                result = {}
+            try:
+                import_tree(work, fresh)
+                swap_in(entry, fresh)
+            except (OSError, BuildTreeError) as e:
+                oversized = f"the build folder could not be brought back: {e}"
+                shutil.rmtree(fresh, ignore_errors=True)
+        finally:
+            collector.close()
+            shutil.rmtree(scratch, ignore_errors=True)
+            shutil.rmtree(private, ignore_errors=True)
+    meta = {"status": "ok", "error_text": "", "sandbox": out.sandbox, "pch_dir": pch_dir}
+    if not out.untrusted_ran:  # the child never reached the candidate: the harness's fault, never cached
+        state = "timed out" if out.timed_out else f"exit {out.returncode}"
+        where = "could not start" if not out.started else "failed in the harness's own code before the candidate ran"
+        meta.update(status="harness_error", error_text=f"the compile child {where} ({state}, {out.sandbox}): "
+                    f"{out.stderr_tail.strip()[-600:]}")
+    elif out.timed_out:
+        meta.update(status="timeout", error_text=f"compile stage exceeded {config.compile_timeout_s:.0f} s")
+    elif oversized:
+        meta.update(status="compile_error", error_text=oversized)
+    elif tampered:  # bytes nobody but the candidate's code could have written: judged as the run child's are
+        meta.update(status="rejected", error_text=f"the compile child's report channel carried {tampered}")
+    elif result.get("ok"):
+        return meta
+    elif result.get("phase") == "format":
+        meta.update(status="format_error", error_text=str(result.get("error", ""))[:2000])
+    else:
+        text = "\n".join([str(result.get("error", "")), str(result.get("build_log", "")), out.stdout_tail, out.stderr_tail])
+        if not result:
+            text = f"the compile child died (exit {out.returncode}, signal {out.signal}) without a result\n" + text
+        meta.update(status="compile_error", error_text=extract_error_lines(text))
+    return meta
+
+
+def child_env(config: EvalConfig, extensions_dir: str, jobs: int = 0) -> tuple[tuple[str, str], ...]:
+    # KMP_BLOCKTIME=0: libomp's (clang's OpenMP) workers otherwise spin for 200 ms after every parallel
+    # region; that spinning is runnable time no trial accounts for, and paired timing's unaccounted-time rule
+    # (paired.busiest_thread_s) read it as hidden work, rejecting an honest clang `-fopenmp` kernel as
+    # `timing_inconsistent` (tests/test_builds.py). 0: they sleep at once, as libgomp's (torch's) do soon.
+    env = [("TORCH_EXTENSIONS_DIR", extensions_dir), ("OMP_NUM_THREADS", str(config.threads)),
+           ("KMP_BLOCKTIME", "0"), ("MAX_JOBS", str(jobs or max(1, (os.cpu_count() or 2) // 2)))]
+    if config.device == "cuda" and cuda_arch_list():
+        env.append(("TORCH_CUDA_ARCH_LIST", cuda_arch_list()))
+    return tuple(env) + nvrtc.child_env(config.device) + triton_kernels.child_env(config.device, extensions_dir)
+
+
+def run_binds(entry_dir: str, scratch: str, uid: int, kind: str, pch_dir: str = "") -> tuple[sandbox.Bind, ...]:
+    """The run child's view of the build: a private writable copy mounted at the entry's path (bubblewrap),
+    or the entry itself handed to the run uid (plain child: no mount namespace to relocate a copy); plus the
+    PCH folder the build used, read-only, so the run child's view of the build's include paths is the
+    compile child's."""
+    ext = os.path.join(entry_dir, "ext")
+    pch = (sandbox.Bind(pch_dir),) if pch_dir and os.path.isdir(pch_dir) else ()
+    if kind != sandbox.BWRAP:
+        sandbox.give_tree(ext, uid)
+        return (sandbox.Bind(ext, writable=True),) + pch  # not mounted: tells run_child which paths the uid needs
+    copy = os.path.join(scratch, "ext")
+    # mtimes kept, so ninja finds the build up to date; torch's build baton (`NAME/lock`) stays behind: a
+    # copy taken while another import holds it, or left by a killed compile, would make the run child's
+    # load_inline wait on it until the run stage's timeout; links and special files stay behind too
+    import_tree(ext, copy)
+    sandbox.give_tree(copy, uid)
+    return (sandbox.Bind(copy, ext, writable=True),) + pch
+
+

@@ -1,0 +1,117 @@
+"""The compilers on this machine: their versions (part of every build's key), the GPU's arch list, whether
+clang with LLVM's OpenMP runtime builds CPU candidates (`clang_cxx`), and the error lines of their logs.
+
+clang, when installed with libomp, compiles CPU builds whose flags are allowlisted (`kernelbench.harness.pch`):
+gcc still instantiates torch's templates in every build (its PCH leaves them pending), clang's PCH holds them
+(`-fpch-instantiate-templates`). Measured on 2 cores: the ReLU op's cold compile stage ~12-14 s with clang,
+~26 s with gcc and its PCH. CUDA builds and other flag sets keep gcc.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+from kernelbench.harness import sandbox
+from kernelbench.harness.child.load_inline_hook import STANDARD_CFLAGS
+
+@functools.lru_cache(maxsize=None)
+def tool_version(argv: tuple[str, ...]) -> str:
+    try:
+        out = subprocess.run(list(argv), capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "absent"
+    return " ".join(out.strip().splitlines()[-1:] if "nvcc" in argv[0] else out.strip().splitlines()[:1])
+
+
+def gcc_fingerprint(device: str) -> list[str]:
+    import torch
+
+    parts = [f"torch={torch.__version__}", f"cuda={torch.version.cuda}", f"python={sys.version_info[:3]}",
+             f"cxx={tool_version(('c++', '--version'))}", f"device={device}", f"cflags={' '.join(STANDARD_CFLAGS)}",
+             "pch=gch-folder"]  # where builds find their PCH (the .o's dependency list names it)
+    if device == "cuda":
+        parts += [f"nvcc={tool_version(('nvcc', '--version'))}", f"arch={cuda_arch_list()}"]
+    return parts
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_arch_list() -> str:
+    """`TORCH_CUDA_ARCH_LIST` for this machine's GPU (from NVML, so the parent never creates a CUDA context)."""
+    if os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return os.environ["TORCH_CUDA_ARCH_LIST"]
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(0))
+        return f"{major}.{minor}"
+    except Exception:  # no driver / no GPU: torch then builds for its default list
+        return ""
+
+
+OMP_PROBE = "#include <omp.h>\nint main() { return omp_get_max_threads() < 1; }\n"
+
+
+@functools.lru_cache(maxsize=1)
+def clang_cxx() -> str:
+    """clang++ when CPU builds should use it: installed, with LLVM's OpenMP runtime (libomp-dev), and not
+    turned off (KERNEL_AGENT_CPU_CXX=gcc); else '' (gcc builds them, as CUDA builds always are).
+
+    Why: with its PCH, gcc still spends ~22 s on an -O3 main.cpp that only includes torch/extension.h
+    (template instantiations left pending in the PCH, and -O3 code for pybind11's inline functions); clang
+    with a PCH holding the instantiations compiles the ReLU candidate's in about half that. `-fopenmp` under
+    clang needs libomp (gcc's omp.h does not parse under clang); the extension then loads libomp beside the
+    libgomp torch uses, and its omp_* calls bind to libomp's (versioned symbols), checked by the probe's
+    link and by tests/test_builds.py."""
+    if os.environ.get("KERNEL_AGENT_CPU_CXX", "auto") == "gcc":
+        return ""
+    path = shutil.which("clang++", path=sandbox.child_path())
+    if path is None:
+        return ""
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = os.path.join(tmp, "probe")
+        try:
+            built = subprocess.run([path, "-fopenmp", "-x", "c++", "-", "-o", probe], input=OMP_PROBE,
+                                   capture_output=True, text=True, timeout=120)
+            ran = built.returncode == 0 and subprocess.run([probe], capture_output=True, timeout=60).returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    return path if ran else ""
+
+
+def libomp_path() -> str:
+    """The OpenMP runtime file a clang `-fopenmp` library loads (read from a probe's `ldd`), or ''."""
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = os.path.join(tmp, "probe")
+        try:
+            subprocess.run([clang_cxx(), "-fopenmp", "-x", "c++", "-", "-o", probe], input=OMP_PROBE,
+                           capture_output=True, text=True, timeout=120, check=True)
+            deps = subprocess.run(["ldd", probe], capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            return ""
+    found = [ln.split("=>")[1].split()[0] for ln in deps.splitlines() if "libomp" in ln and "=>" in ln]
+    return os.path.realpath(found[0]) if found and os.path.isabs(found[0]) else ""
+
+
+ERROR_CONTEXT_LINES = 2
+MAX_ERROR_LINES = 40
+COMMAND_PREFIXES = ("c++ ", "g++ ", "gcc ", "nvcc ", "/usr/", "FAILED:", "[1/", "[2/", "[3/", "ninja: build stopped")
+
+
+def extract_error_lines(text: str) -> str:
+    """The compiler's `error:` lines with a little context, trimmed for the agent (falls back to the tail)."""
+    # ninja echoes whole compiler command lines (thousands of characters of flags); they are noise here
+    lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith(COMMAND_PREFIXES)]
+    keep: list[int] = []
+    for i, line in enumerate(lines):
+        if "error:" in line or "error " in line.lower()[:12] or "undefined reference" in line:
+            keep.extend(range(max(0, i - ERROR_CONTEXT_LINES), min(len(lines), i + ERROR_CONTEXT_LINES + 1)))
+    if not keep:
+        return "\n".join(lines[-MAX_ERROR_LINES:])
+    ordered = sorted(set(keep))[: MAX_ERROR_LINES]
+    return "\n".join(lines[i][:300] for i in ordered)
