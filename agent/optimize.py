@@ -10,7 +10,6 @@ FILE is a KernelBench-format module (`Model`, `get_inputs`, `get_init_inputs`). 
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 import os
@@ -24,13 +23,9 @@ from agent.policy import Policy, SamplingConfig, make_policy
 from agent.prompts import PromptSettings
 from agent.report import Best, write_report
 from agent.strategies import SearchBudget, search
-from kernelbench.tasks.problem import REQUIRED
 from kernelbench.harness.result import CORRECT
 from kernelbench.tasks.task import Task
-
-
-class ProblemFileError(ValueError):
-    """FILE cannot be optimised (unreadable, not Python, or missing one of the three KernelBench names)."""
+from kernelbench.tasks.task_file import read_task_file
 
 
 @dataclass(frozen=True)
@@ -97,42 +92,6 @@ class OptimizeOutcome:
     out_dir: str
 
 
-def read_user_task(path: str, op_policy: str = "") -> Task:
-    """Read FILE as a Task without executing it: it must parse and bind the three KernelBench names."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            source = f.read()
-    except OSError as e:
-        raise ProblemFileError(f"cannot read {path}: {e.strerror}") from None
-    try:
-        tree = ast.parse(source, filename=path)
-    except SyntaxError as e:
-        raise ProblemFileError(f"{path}: syntax error on line {e.lineno}: {e.msg}") from None
-    bound: dict[str, Any] = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            bound[node.name] = node
-        elif isinstance(node, ast.Assign):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    bound[target.id] = node.value
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                bound[(alias.asname or alias.name).split(".")[0]] = node
-    missing = [n for n in REQUIRED if n not in bound]
-    if missing:
-        raise ProblemFileError(f"{path} does not define {', '.join(missing)} "
-                               f"(a KernelBench module defines {', '.join(REQUIRED)})")
-    declared = bound.get("OP_POLICY")
-    file_policy = declared.value if isinstance(declared, ast.Constant) and isinstance(declared.value, str) else ""
-    policy = op_policy or file_policy or "strict"
-    if policy not in ("strict", "partial"):
-        raise ProblemFileError(f"op policy must be strict or partial, got {policy!r}")
-    stem = os.path.splitext(os.path.basename(path))[0]
-    return Task(id=f"user/{stem}", level=0, name=stem, origin=f"user:{os.path.abspath(path)}", source=source,
-                path=os.path.abspath(path), op_policy=policy)
-
-
 def describe_hardware(device: str) -> str:
     """What the kernels will run on, for the prompt: the GPU's name, or the CPU model."""
     if device == "cuda":
@@ -177,8 +136,8 @@ class _Progress:
 
 def optimize(config: OptimizeConfig, *, policy: Policy | None = None, evaluator: SubmitsEvaluations | None = None,
              console: Any = None) -> OptimizeOutcome:
-    """Run the search on `config.file` and write the outputs; raises ProblemFileError for a bad FILE."""
-    task = read_user_task(config.file, config.op_policy)
+    """Run the search on `config.file` and write the outputs; raises TaskFileError for a bad FILE."""
+    task = read_task_file(config.file, origin="user", level=0, op_policy=config.op_policy)
     size = config.size or ("gpu" if config.device == "cuda" else "cpu")
     os.makedirs(config.out, exist_ok=True)
     with open(os.path.join(config.out, "config.json"), "w", encoding="utf-8") as f:

@@ -143,7 +143,8 @@ def _run(args: argparse.Namespace, **changes) -> int:
     from agent.openai_backend import OpenAIError
     from cli.checks import ServerError
     from evals.report import summary_line
-    from evals.runner import BenchError, run_bench
+    from evals.results_log import BenchError
+    from evals.runner import run_bench
 
     cfg = config_from(args, **changes)
     check_before_work(cfg)
@@ -174,7 +175,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from evals import sweep
     from evals.metrics import compute_metrics
     from evals.report import write_report
-    from evals.runner import ResultsLog
+    from evals.results_log import ResultsLog
 
     try:
         n_grid, t_grid = sweep.parse_grid(args.trajectories_grid), sweep.parse_grid(args.turns_grid)

@@ -58,7 +58,8 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from cli.main import UsageError
     from agent.openai_backend import OpenAIError
-    from agent.optimize import OptimizeConfig, ProblemFileError, optimize
+    from agent.optimize import OptimizeConfig, optimize
+    from kernelbench.tasks.task_file import TaskFileError
 
     for name in ("trajectories", "turns", "rounds", "beam_keep", "max_tokens", "compile_workers", "run_workers"):
         if getattr(args, name) < 1:
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
                             profile=args.profile)
     try:
         outcome = optimize(config)
-    except ProblemFileError as e:
+    except TaskFileError as e:
         raise UsageError(str(e)) from None
     except OpenAIError as e:  # the model server failed: not the same as "no correct kernel" (exit 1)
         sys.stderr.write(f"kernel-agent optimize: model server error: {' '.join(str(e).split())[:600]}\n")
@@ -109,12 +110,12 @@ def _check_before_work(args: argparse.Namespace) -> None:
     from cli.main import UsageError
     from kernelbench.harness.config import EvalConfig
 
-    from agent.optimize import ProblemFileError, read_user_task
+    from kernelbench.tasks.task_file import TaskFileError, read_task_file
 
     checks.text_file(args.file, "FILE")
     try:
-        read_user_task(args.file, args.op_policy)
-    except ProblemFileError as e:
+        read_task_file(args.file, origin="user", level=0, op_policy=args.op_policy)
+    except TaskFileError as e:
         raise UsageError(str(e)) from None
     checks.out_folder(args.out)
     if args.device is None:

@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Iterable
 
 from evals import baselines as bl
+from evals import replay
+from evals.results_log import BenchError, ResultsLog, make_record, record_key
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.result import EvalResult
 from kernelbench.tasks.task import Task
@@ -28,10 +30,6 @@ SPLITS = ("train", "heldout", "extra", "all")
 BACKENDS = ("hf", "vllm", "openai", "replay")
 RESUME_KEYS = ("tasks", "level", "limit", "backend", "model", "from_dir", "device", "size", "op_policy")
 """Config fields a resumed run must share with the run it continues (trajectories and turns may grow)."""
-
-
-class BenchError(ValueError):
-    """A run that cannot start as asked (bad task spec, output folder in use, mismatched resume)."""
 
 
 @dataclass(frozen=True)
@@ -151,7 +149,8 @@ def _level_of(segment: str) -> int:
 
 def resolve_tasks(spec: str, level: int = 0, limit: int = 0) -> list[Task]:
     """The tasks a spec names, filtered by level and cut to `limit`; level-4 tasks needing weights are skipped."""
-    from kernelbench.tasks.catalog import OriginError, load_tasks
+    from kernelbench.tasks.catalog import load_tasks
+    from kernelbench.tasks.task import OriginError
     from kernelbench.tasks.splits import select
 
     origin, split, spec_level = parse_task_spec(spec)
@@ -167,49 +166,6 @@ def resolve_tasks(spec: str, level: int = 0, limit: int = 0) -> list[Task]:
     if not tasks:
         raise BenchError(f"--tasks {spec!r}{f' --level {level}' if level else ''} selects no task")
     return tasks
-
-
-class ResultsLog:
-    """DIR/results.jsonl: one JSON record per evaluated kernel, appended and fsynced as each finishes."""
-
-    def __init__(self, path: str):
-        self.path = path
-
-    def load(self) -> list[dict[str, Any]]:
-        """Every complete record; a torn last line is cut off the file so appends stay line-aligned."""
-        if not os.path.exists(self.path):
-            return []
-        with open(self.path, "rb") as f:
-            data = f.read()
-        if data and not data.endswith(b"\n"):
-            data = data[:data.rfind(b"\n") + 1]
-            with open(self.path, "r+b") as f:
-                f.truncate(len(data))
-        records = []
-        for line in data.decode("utf-8").splitlines():
-            try:
-                records.append(json.loads(line))
-            except ValueError:
-                continue
-        return records
-
-    def append(self, record: dict[str, Any]) -> None:
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record, sort_keys=True) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-
-
-def record_key(rec: dict[str, Any]) -> tuple[str, str, int]:
-    return rec["task"], str(rec["trajectory"]), int(rec["turn"])
-
-
-def make_record(task: Task, traj_id: str, turn_index: int, result: EvalResult, *, candidate: str, summary: str = "",
-                response: str = "", reasoning: str = "", compile_baseline: str = "none", **extra: Any) -> dict[str, Any]:
-    """One results.jsonl line: where the kernel sits, what it was, and the harness's full verdict."""
-    return {"task": task.id, "level": task.level, "origin": task.origin, "trajectory": traj_id, "turn": turn_index,
-            "candidate": candidate, "summary": summary, "response": response, "reasoning": reasoning,
-            "compile_baseline": compile_baseline, "result": result.to_dict(), **extra}
 
 
 def prepare_out_dir(config: BenchConfig) -> list[dict[str, Any]]:
@@ -380,7 +336,6 @@ def run_bench(config: BenchConfig, policy=None, say: Callable[[str], None] = pri
     """Resolve tasks, write config.json, run (or replay) every unfinished kernel, then metrics and report.
 
     `policy` overrides the backend (tests and callers that hold a model already)."""
-    from evals import replay
     from evals.metrics import compute_metrics
     from evals.report import write_report
     from kernelbench.executors.executor import make_evaluator
