@@ -1,4 +1,4 @@
-"""`kernel-agent train`: multi-turn GRPO (train/grpo.py), or the whole CPU pipeline (train/pipeline.py).
+"""`kernel-agent train`: multi-turn GRPO (train/grpo.py), or the whole CPU pipeline (jobs/pipeline.py).
 
     kernel-agent train --preset cpu-tiny --steps 2 --out runs/rl          # needs `model:` (an SFT output)
     kernel-agent train --preset cpu-tiny --pipeline --out runs/cpu-tiny   # SFT -> RL -> bench -> report
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     checks.positive(args.steps, "--steps")
     checks.out_folder(args.out)
     if args.pipeline:
-        from train.pipeline import run_pipeline
+        from jobs.pipeline import run_pipeline
 
         preflight_of(_load(TrainConfig, preset, "train", {"steps": args.steps}))
         try:
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     checks.language(config.device, config.language)
     preflight_of(config)
     if not config.model:
-        from train.pipeline import ensure_warm_start
+        from train.warm_start import ensure_warm_start
 
         config = ensure_warm_start(preset, config)
     from train.grpo import main

@@ -11,7 +11,7 @@ import pytest
 
 from grpo_synthetic import LowIdRollout, build_tiny_dir
 from rewards import advantages_by_task
-from train import grpo
+from train import grpo, trl_args
 from train.config import TrainConfig, load_config
 from train.metrics_log import read_metrics
 
@@ -94,14 +94,14 @@ def test_trainer_advantages_equal_our_group_normalised_returns(tiny_dir, tmp_pat
 
 def test_batch_shape_keeps_groups_whole_on_each_rank():
     cfg = TrainConfig(tasks_per_batch=8, trajectories=16, turns=4, grad_steps_per_batch=2, micro_batch_size=1)
-    shape = grpo.batch_shape(cfg, 8)
+    shape = trl_args.batch_shape(cfg, 8)
     assert (shape.tasks_per_rank, shape.samples_per_rank, shape.grad_accumulation, shape.steps_per_generation) == \
         (1, 64, 32, 64)
     assert shape.per_device_batch * shape.steps_per_generation % cfg.samples_per_task == 0
     with pytest.raises(ValueError, match="multiple of the number of processes"):
-        grpo.batch_shape(cfg, 3)
+        trl_args.batch_shape(cfg, 3)
     with pytest.raises(ValueError, match="micro"):
-        grpo.batch_shape(replace(cfg, micro_batch_size=5), 8)
+        trl_args.batch_shape(replace(cfg, micro_batch_size=5), 8)
 
 
 @pytest.mark.parametrize("preset,world", [("cpu-tiny", 1), ("cpu-tiny", 2), ("qwen3-8b-8gpu", 8),
@@ -109,8 +109,8 @@ def test_batch_shape_keeps_groups_whole_on_each_rank():
 def test_presets_resolve_to_grpo_settings(preset, world):
     """Every preset's train section maps onto TRL's GRPOConfig at its launch's world size (no GPU needed)."""
     cfg = load_config(TrainConfig, preset, "train")
-    shape = grpo.batch_shape(cfg, world)
-    kw = grpo.grpo_kwargs(cfg, shape, "/tmp/x")
+    shape = trl_args.batch_shape(cfg, world)
+    kw = trl_args.grpo_kwargs(cfg, shape, "/tmp/x")
     assert kw["num_generations"] == cfg.trajectories * cfg.turns
     assert kw["per_device_train_batch_size"] * kw["steps_per_generation"] == shape.samples_per_rank
     assert kw["max_steps"] == cfg.steps * cfg.grad_steps_per_batch

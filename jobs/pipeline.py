@@ -9,45 +9,20 @@ That is measured, not assumed: the report shows the reward curve of every step, 
 each training task before and after RL and counts answers identical to the fast solution, the slow
 solution, or neither. The held-out bench runs through `evals` (the tiny model has never seen those tasks,
 so it is expected to solve none of them: the bench shows the plumbing, not generalisation).
+
+It spans training and benchmarking, so it sits above both `train/` and `evals/` (neither imports the other).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from train.config import PipelineConfig, SFTConfig, TrainConfig, load_config, load_sections, to_dict
-
-WARM_START_CACHE = os.path.expanduser("~/.cache/kernel-agent/warm-start")
-
-
-def ensure_warm_start(preset: str, config: TrainConfig, say=print) -> TrainConfig:
-    """`config` with `model` set to the preset's SFT output, trained once and cached by the SFT config's hash."""
-    from train import sft
-
-    sft_config = load_config(SFTConfig, preset, "sft")
-    key = hashlib.sha256(json.dumps(to_dict(replace(sft_config, out="")), sort_keys=True).encode()).hexdigest()[:16]
-    out = os.path.join(WARM_START_CACHE, key)
-    os.makedirs(WARM_START_CACHE, exist_ok=True)
-    import fcntl
-
-    # One trainer at a time: under torchrun every rank gets here before the process group exists; the
-    # first trains, the others wait on the lock and then reuse its output.
-    with open(out + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (Path(out) / "done.json").exists():
-            say(f"warm start: training {sft_config.model} on {sft_config.data} -> {out}")
-            result = sft.main(replace(sft_config, out=out), say=say)
-            (Path(out) / "done.json").write_text(json.dumps(result.__dict__))
-        else:
-            say(f"warm start: reusing {out}")
-    return replace(config, model=out)
-
+from train.config import PipelineConfig, SFTConfig, TrainConfig, load_config, load_sections
+from train.warm_start import ensure_warm_start
 
 def reference_codes(task_id: str, compact: bool) -> dict[str, str]:
     """The warm start's answers for a task, as code text: `fast` (solutions/cpu) and `slow` (cpu_slow)."""
@@ -220,7 +195,7 @@ def run_pipeline(preset: str, out: str, steps: int | None = None, say=print, see
                "bench": bench, "rl_out": result.out_dir}
     with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=1, default=str)
-    from train.report import write_pipeline_report
+    from jobs.pipeline_report import write_pipeline_report
 
     write_pipeline_report(out, summary)
     failed = {k: v.get("status") for k, v in built.items() if isinstance(v, dict) and v.get("status") != "correct"}
