@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -50,20 +51,16 @@ def probe(model_dir: str, task_ids: list[str], samples: int, config: TrainConfig
     Returns `{"tasks": {id: counts}, "samples": n, "fast_share": fast / n}`."""
     from agent.hf_backend import HFPolicy
     from agent.parsing import parse_response
-    from agent.policy import SamplingConfig
     from agent.prompts import build_messages
     from kernelbench.tasks.catalog import find_task
-    from train.grpo import prompt_settings_of
 
     policy = HFPolicy.from_pretrained(model_dir, device=config.device)
-    settings = prompt_settings_of(config)
     counts: dict[str, dict[str, int]] = {}
     for i, task_id in enumerate(task_ids):
         task = find_task(task_id, "builtin")
         refs = reference_codes(task_id, compact)
-        outs = policy.generate([build_messages(task.source, [], settings)] * samples,
-                               SamplingConfig(temperature=config.temperature, max_tokens=config.max_new_tokens,
-                                              seed=seed + 1000 * i))
+        outs = policy.generate([build_messages(task.source, [], config.prompt)] * samples,
+                               replace(config.sampling, seed=seed + 1000 * i))
         c = {"fast": 0, "slow": 0, "other": 0}
         for o in outs:
             c[classify(parse_response(o.text).code, refs)] += 1
@@ -98,9 +95,8 @@ def prebuild(config: TrainConfig, task_ids: list[str], compact: bool, say=print)
     speedups the policy chooses between. Runs beside SFT, on the core SFT leaves free."""
     from kernelbench.tasks.catalog import find_task
     from kernelbench.harness.evaluate import evaluate
-    from train.grpo import eval_config_of
 
-    cfg = eval_config_of(config)
+    cfg = config.eval
     found: dict[str, Any] = {}
     for task_id in task_ids:
         task = find_task(task_id, "builtin")
@@ -115,14 +111,24 @@ def prebuild(config: TrainConfig, task_ids: list[str], compact: bool, say=print)
 
 def held_out_bench(pipe: PipelineConfig, config: TrainConfig, model_dir: str, out: str, say=print) -> dict[str, Any]:
     """The held-out bench through `evals.runner.run_bench` with the trained policy."""
+    from agent.policy import SamplingConfig
+    from agent.prompts import PromptSettings
     from evals.runner import BenchConfig, run_bench
+    from kernelbench.executors.executor import ExecutorConfig
+    from kernelbench.harness.config import EvalConfig
 
+    # The bench's own defaults but for what the run fixes: sampling length and temperature, the hardware
+    # named, timing trials, build cache and workers (its prompts stay `full`, its executor local).
     bench = BenchConfig(tasks=pipe.bench_tasks, limit=pipe.bench_limit, backend="hf", model=model_dir,
-                        trajectories=pipe.bench_trajectories, turns=pipe.bench_turns, device=config.device,
-                        out=out, temperature=config.temperature, max_tokens=config.max_new_tokens,
-                        hardware=config.hardware, timing_trials=config.eval_timing_trials,
-                        compile_workers=config.compile_workers, run_workers=config.run_workers,
-                        build_cache_dir=config.build_cache_dir, compile_baseline=False)
+                        trajectories=pipe.bench_trajectories, turns=pipe.bench_turns, device=config.device, out=out,
+                        sampling=SamplingConfig(temperature=config.sampling.temperature,
+                                                max_tokens=config.sampling.max_tokens),
+                        prompt=PromptSettings(hardware=config.prompt.hardware),
+                        eval=EvalConfig(timing_trials=config.eval.timing_trials,
+                                        build_cache_dir=config.eval.build_cache_dir),
+                        executor=ExecutorConfig(compile_workers=config.executor.compile_workers,
+                                                run_workers=config.executor.run_workers),
+                        compile_baseline=False)
     outcome = run_bench(bench, say=say, progress=False)
     return {"source": "evals.run_bench", "out": out, "metrics": outcome.metrics}
 

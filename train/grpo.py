@@ -66,35 +66,15 @@ def resolve_tasks(spec: str) -> list[Task]:
     return splits.select(catalog.load_tasks(origin), split or "all")
 
 
-def eval_config_of(config: TrainConfig) -> Any:
-    """The harness settings of a training run (also used to pre-build its reference solutions)."""
-    from kernelbench.harness.config import EvalConfig
-
-    return EvalConfig(device=config.device, size=config.eval_size, timing_trials=config.eval_timing_trials,
-                      correctness_trials=config.eval_correctness_trials, warmup_trials=config.eval_warmup_trials,
-                      extra_distribution_trials=config.eval_extra_distribution_trials,
-                      build_cache_dir=config.build_cache_dir)
-
-
-def prompt_settings_of(config: TrainConfig) -> Any:
-    from agent.prompts import PromptSettings
-
-    return PromptSettings(device=config.device, hardware=config.hardware, token_budget=config.prompt_token_budget,
-                          style=config.prompt_style, language=config.language)
-
-
 def make_harness_rollout(config: TrainConfig, out_dir: str, rank: int = 0):
-    from agent.policy import SamplingConfig
-    from train.rollout import HarnessRollout, ReusingEvaluator, make_evaluator
+    from kernelbench.executors.executor import make_evaluator
+    from train.rollout import HarnessRollout, ReusingEvaluator
 
-    evaluator = make_evaluator(eval_config_of(config), config.compile_workers, config.run_workers,
-                               executor=config.executor, ray_address=config.ray_address,
-                               max_in_flight=config.max_in_flight)
+    evaluator = make_evaluator(config.eval, config.executor)
     if config.reuse_identical_results:
         evaluator = ReusingEvaluator(evaluator)
-    sampling = SamplingConfig(temperature=config.temperature, max_tokens=config.max_new_tokens)
     return HarnessRollout(evaluator=evaluator, trajectories=config.trajectories, turns=config.turns,
-                          sampling=sampling, prompt_settings=prompt_settings_of(config),
+                          sampling=config.sampling, prompt_settings=config.prompt,
                           log_dir=os.path.join(out_dir, "trajectories"), score=scoring_of(config).score, rank=rank)
 
 

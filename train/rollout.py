@@ -118,5 +118,7 @@ def make_evaluator(eval_config: Any, compile_workers: int, run_workers: int, *, 
         from kernelbench.executors.executor import make_evaluator as make
     except ImportError:
         return PoolEvaluator(eval_config, workers=max(compile_workers, run_workers))
-    return make(eval_config, executor=executor, ray_address=ray_address, compile_workers=compile_workers,
-                run_workers=run_workers, max_in_flight=max_in_flight)
+    from kernelbench.executors.executor import ExecutorConfig
+
+    return make(eval_config, ExecutorConfig(kind=executor, ray_address=ray_address, compile_workers=compile_workers,
+                                            run_workers=run_workers, max_in_flight=max_in_flight))

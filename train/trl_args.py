@@ -76,8 +76,8 @@ def grpo_kwargs(config: TrainConfig, shape: BatchShape, out_dir: str) -> dict[st
         # --- batch: one step = one rollout of tasks_per_batch × N × T samples = g optimizer steps
         num_generations=config.samples_per_task, per_device_train_batch_size=shape.per_device_batch,
         gradient_accumulation_steps=shape.grad_accumulation, steps_per_generation=shape.steps_per_generation,
-        max_steps=config.steps * g, max_completion_length=config.max_new_tokens, temperature=config.temperature,
-        top_p=1.0, top_k=0, shuffle_dataset=True, seed=config.seed, data_seed=config.seed,
+        max_steps=config.steps * g, max_completion_length=config.sampling.max_tokens,
+        temperature=config.sampling.temperature, top_p=config.sampling.top_p, top_k=0, shuffle_dataset=True, seed=config.seed, data_seed=config.seed,
         # --- generation
         use_vllm=config.backend == "vllm", vllm_mode=config.vllm_mode,
         vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
