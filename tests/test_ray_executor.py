@@ -183,11 +183,11 @@ def test_executor_flags_reach_the_configs(tmp_path):
 
     argv = ["bench", "--executor", "ray", "--ray-address", "auto", "--max-in-flight", "8"]
     cfg = config_from(build_parser(argv)[0].parse_args(argv))
-    assert (cfg.executor, cfg.ray_address, cfg.max_in_flight) == ("ray", "auto", 8)
+    assert (cfg.executor.kind, cfg.executor.ray_address, cfg.executor.max_in_flight) == ("ray", "auto", 8)
     args = build_parser(["optimize"])[0].parse_args(["optimize", "m.py", "--executor", "ray", "--run-workers", "8"])
     assert (args.executor, args.run_workers, args.ray_address) == ("ray", 8, "")
     preset = tmp_path / "p.yaml"
-    preset.write_text("# kernel-agent train --config p.yaml\ntrain:\n  executor: slurm\n")
+    preset.write_text("# kernel-agent train --config p.yaml\ntrain:\n  executor:\n    kind: slurm\n")
     assert main(["train", "--config", str(preset)]) == 2
     with pytest.raises(ValueError):
         make_evaluator(EvalConfig(), ExecutorConfig(kind="slurm"))

@@ -176,7 +176,7 @@ def test_language_flag_reaches_the_run_configs():
 
     parser, _ = build_parser(["bench"])
     args = parser.parse_args(["bench", "--backend", "replay", "--from", "x", "--language", "triton"])
-    assert config_from(args).language == "triton"
+    assert config_from(args).prompt.language == "triton"
     parser, _ = build_parser(["train"])
     assert parser.parse_args(["train", "--preset", "cpu-tiny"]).language is None  # the preset's value stays
     from train.config import TrainConfig, load_config
