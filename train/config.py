@@ -267,14 +267,14 @@ class PipelineConfig:
 
 C = TypeVar("C")
 
-RENAMED = {"temperature": "sampling.temperature", "max_new_tokens": "sampling.max_tokens",
+RENAMED = {TrainConfig: {"temperature": "sampling.temperature", "max_new_tokens": "sampling.max_tokens",
            "prompt_token_budget": "prompt.token_budget", "prompt_style": "prompt.style",
            "hardware": "prompt.hardware", "language": "prompt.language", "eval_size": "eval.size",
            "eval_timing_trials": "eval.timing_trials", "eval_correctness_trials": "eval.correctness_trials",
            "eval_warmup_trials": "eval.warmup_trials", "eval_extra_distribution_trials": "eval.extra_distribution_trials",
            "build_cache_dir": "eval.build_cache_dir", "compile_workers": "executor.compile_workers",
            "run_workers": "executor.run_workers", "ray_address": "executor.ray_address",
-           "max_in_flight": "executor.max_in_flight"}
+           "max_in_flight": "executor.max_in_flight"}}
 """TrainConfig's flat names of before and their nested places: a preset that still uses one fails, naming it."""
 DERIVED = {("prompt", "device"): "device", ("eval", "device"): "device"}
 """Nested fields a config fills from one of its own top-level fields (one place to set them)."""
@@ -331,11 +331,12 @@ def from_dict(cls: type[C], data: dict[str, Any] | None) -> C:
     them, and a flat name of before names its new place."""
     data = dict(data or {})
     known = {f.name for f in fields(cls)}
-    moved = sorted(k for k in data if k not in known and k in RENAMED)
+    renamed = RENAMED.get(cls, {})
+    moved = sorted(k for k in data if k not in known and k in renamed)
     if moved:
-        raise ValueError(f"{cls.__name__}: " + "; ".join(f"`{k}` is now `{RENAMED[k]}`" for k in moved)
-                         + " (nested: `" + RENAMED[moved[0]].split(".")[0] + ": {" + RENAMED[moved[0]].split(".")[1]
-                         + ": ...}`)")
+        section, name = renamed[moved[0]].split(".")
+        raise ValueError(f"{cls.__name__}: " + "; ".join(f"`{k}` is now `{renamed[k]}`" for k in moved)
+                         + f" (nested: `{section}: {{{name}: ...}}`)")
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"unknown {cls.__name__} field(s): {', '.join(unknown)}")
