@@ -107,7 +107,8 @@ def read_task_file(path: str, *, origin: str = "file", level: int = 1, op_policy
         raise TaskFileError(f"cannot read task file {path}: {getattr(e, 'strerror', None) or e}") from None
     facts = inspect_source(source)
     if facts.issue:
-        raise TaskFileError(f"{path}: {facts.issue} (a KernelBench module defines {', '.join(REQUIRED_NAMES)})")
+        hint = f" (a KernelBench module defines {', '.join(REQUIRED_NAMES)})" if "missing" in facts.issue else ""
+        raise TaskFileError(f"{path}: {facts.issue}{hint}")
     policy = op_policy or facts.op_policy or "strict"
     if policy not in OP_POLICIES:
         raise TaskFileError(f"op policy must be strict or partial, got {policy!r}")
