@@ -10,13 +10,12 @@ FILE is a KernelBench-format module (`Model`, `get_inputs`, `get_init_inputs`). 
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 import os
 import platform
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.backends import make_policy
@@ -25,13 +24,11 @@ from agent.policy import Policy, SamplingConfig
 from agent.prompts import PromptSettings
 from agent.report import Best, write_report
 from agent.strategies import SearchBudget, search
-from kernelbench.tasks.problem import REQUIRED
+from kernelbench.executors.executor import ExecutorConfig, make_evaluator
+from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.result import CORRECT
 from kernelbench.tasks.task import Task
-
-
-class ProblemFileError(ValueError):
-    """FILE cannot be optimised (unreadable, not Python, or missing one of the three KernelBench names)."""
+from kernelbench.tasks.task_file import read_task_file
 
 
 @dataclass(frozen=True)
@@ -52,43 +49,39 @@ class OptimizeConfig:
     """`cuda` (CUDA kernels, timed on the GPU) or `cpu` (C++ kernels, timed on one core)."""
     size: str = ""
     """Task size: `cpu` or `gpu`; empty picks the one matching `device`."""
-    language: str = ""
-    """Kernel language the prompts ask for: `cuda`, `triton` or `cpp`; empty: the device's own (`cuda` on cuda,
-    `cpp` on cpu). Triton kernels on `cpu` run under Triton's interpreter and are judged for correctness only
-    (flag `interpreted`, no speedup: docs/harness.md)."""
     strategy: str = "parallel"
     """`parallel` (N x T) or `beam` (rounds of T turns, keep the best `beam_keep`, replicate to N)."""
     trajectories: int = 4
+    """Parallel trajectories (N)."""
     turns: int = 4
+    """Refinement turns per trajectory (T; per round for beam)."""
     rounds: int = 2
     """Beam search rounds."""
     beam_keep: int = 1
-    temperature: float = 0.9
-    top_p: float = 1.0
-    max_tokens: int = 8192
-    seed: int = 0
+    """Beam search: trajectories kept after each round."""
     op_policy: str = ""
     """`strict`, `partial`, or empty: the file's `OP_POLICY` constant, else `strict`."""
-    hardware: str = ""
-    """Text naming the target machine for the prompt; empty detects it."""
-    token_budget: int = 8192
-    """Prompt token budget (oldest attempts are dropped first beyond it)."""
-    compile_workers: int = 2
-    """Compile workers (threads locally, CPU actors on Ray)."""
-    run_workers: int = 1
-    """Run workers (one per GPU: threads locally, GPU actors on Ray)."""
-    executor: str = "local"
-    """`local` (this machine) or `ray` (actors on a Ray cluster; see docs/cluster.md)."""
-    ray_address: str = ""
-    """Ray cluster to use with `executor: ray`: empty starts a local Ray, `auto` joins this machine's cluster."""
-    max_in_flight: int = 0
-    """Most unfinished evaluations at once; submitting more waits (0: no bound)."""
+    sampling: SamplingConfig = field(default_factory=lambda: SamplingConfig(max_tokens=8192))
+    """Sampling (`agent.policy.SamplingConfig`: temperature, top_p, max_tokens, seed)."""
+    prompt: PromptSettings = field(default_factory=lambda: PromptSettings(hardware=""))
+    """Prompt settings (`agent.prompts.PromptSettings`): `hardware` naming the target machine (empty: detected),
+    `token_budget` (oldest attempts dropped first beyond it), `language`, `style`. `device` is this config's;
+    `op_policy` is the task's."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """Harness settings (`kernelbench.harness.config.EvalConfig`, e.g. `profile`); `device` and `size` are this
+    config's (size resolved), `op_policy` the task's."""
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    """Where evaluations run (`kernelbench.executors.executor.ExecutorConfig`)."""
     price_in: float = 0.0
     """USD per million prompt tokens, for the session's cost in report.md (0 with price_out 0: tokens only)."""
     price_out: float = 0.0
     """USD per million completion tokens (reasoning included)."""
-    profile: str = "torch"
-    """`EvalConfig.profile`: profile correct kernels for the feedback (`torch`, `ncu`, `off`)."""
+
+    def __post_init__(self) -> None:
+        # One place for the run's target: the nested settings take device and size from here.
+        size = self.size or ("gpu" if self.device == "cuda" else "cpu")
+        object.__setattr__(self, "eval", replace(self.eval, device=self.device, size=size))
+        object.__setattr__(self, "prompt", replace(self.prompt, device=self.device))
 
 
 @dataclass(frozen=True)
@@ -96,42 +89,6 @@ class OptimizeOutcome:
     best: Best | None
     trajectories: tuple[Trajectory, ...]
     out_dir: str
-
-
-def read_user_task(path: str, op_policy: str = "") -> Task:
-    """Read FILE as a Task without executing it: it must parse and bind the three KernelBench names."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            source = f.read()
-    except OSError as e:
-        raise ProblemFileError(f"cannot read {path}: {e.strerror}") from None
-    try:
-        tree = ast.parse(source, filename=path)
-    except SyntaxError as e:
-        raise ProblemFileError(f"{path}: syntax error on line {e.lineno}: {e.msg}") from None
-    bound: dict[str, Any] = {}
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            bound[node.name] = node
-        elif isinstance(node, ast.Assign):
-            for target in node.targets:
-                if isinstance(target, ast.Name):
-                    bound[target.id] = node.value
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                bound[(alias.asname or alias.name).split(".")[0]] = node
-    missing = [n for n in REQUIRED if n not in bound]
-    if missing:
-        raise ProblemFileError(f"{path} does not define {', '.join(missing)} "
-                               f"(a KernelBench module defines {', '.join(REQUIRED)})")
-    declared = bound.get("OP_POLICY")
-    file_policy = declared.value if isinstance(declared, ast.Constant) and isinstance(declared.value, str) else ""
-    policy = op_policy or file_policy or "strict"
-    if policy not in ("strict", "partial"):
-        raise ProblemFileError(f"op policy must be strict or partial, got {policy!r}")
-    stem = os.path.splitext(os.path.basename(path))[0]
-    return Task(id=f"user/{stem}", level=0, name=stem, origin=f"user:{os.path.abspath(path)}", source=source,
-                path=os.path.abspath(path), op_policy=policy)
 
 
 def describe_hardware(device: str) -> str:
@@ -178,9 +135,9 @@ class _Progress:
 
 def optimize(config: OptimizeConfig, *, policy: Policy | None = None, evaluator: SubmitsEvaluations | None = None,
              console: Any = None) -> OptimizeOutcome:
-    """Run the search on `config.file` and write the outputs; raises ProblemFileError for a bad FILE."""
-    task = read_user_task(config.file, config.op_policy)
-    size = config.size or ("gpu" if config.device == "cuda" else "cpu")
+    """Run the search on `config.file` and write the outputs; raises TaskFileError for a bad FILE."""
+    task = read_task_file(config.file, origin="user", level=0, op_policy=config.op_policy)
+    size = config.eval.size
     os.makedirs(config.out, exist_ok=True)
     with open(os.path.join(config.out, "config.json"), "w", encoding="utf-8") as f:
         json.dump(dataclasses.asdict(config) | {"size": size}, f, indent=2)
@@ -188,24 +145,15 @@ def optimize(config: OptimizeConfig, *, policy: Policy | None = None, evaluator:
         policy = make_policy(config.backend, config.model, base_url=config.base_url, device=config.device)
     own_evaluator = evaluator is None
     if own_evaluator:
-        from kernelbench.harness.config import EvalConfig
-        from kernelbench.executors.executor import make_evaluator
-
-        evaluator = make_evaluator(EvalConfig(device=config.device, size=size, op_policy=task.op_policy,
-                                              profile=config.profile),
-                                   executor=config.executor, ray_address=config.ray_address,
-                                   compile_workers=config.compile_workers, run_workers=config.run_workers,
-                                   max_in_flight=config.max_in_flight)
-    hardware = config.hardware or describe_hardware(config.device)
+        evaluator = make_evaluator(replace(config.eval, op_policy=task.op_policy), config.executor)
+    hardware = config.prompt.hardware or describe_hardware(config.device)
     budget = SearchBudget(trajectories=config.trajectories, turns=config.turns,
                           rounds=config.rounds if config.strategy == "beam" else 1, keep=config.beam_keep)
     progress = _Progress(budget.trajectories * budget.turns * budget.rounds, console)
     runner = EpisodeRunner(
         policy, evaluator, turns=config.turns,
-        sampling=SamplingConfig(temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens,
-                                seed=config.seed),
-        prompt_settings=PromptSettings(device=config.device, hardware=hardware, op_policy=task.op_policy,
-                                       token_budget=config.token_budget, language=config.language),
+        sampling=config.sampling,
+        prompt_settings=replace(config.prompt, hardware=hardware, op_policy=task.op_policy),
         log_path=os.path.join(config.out, "trajectories.jsonl"), on_turn=progress.on_turn)
     try:
         with progress.bar:

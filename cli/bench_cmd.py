@@ -86,26 +86,33 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def config_from(args: argparse.Namespace, **changes):
+    from agent.policy import SamplingConfig
+    from agent.prompts import PromptSettings
     from cli import checks
     from evals.runner import BenchConfig
+    from kernelbench.executors.executor import ExecutorConfig
+    from kernelbench.harness.config import EvalConfig
 
     checks.positive(args.limit, "--limit")
     cfg = BenchConfig(tasks=args.tasks, level=args.level, limit=args.limit or 0, backend=args.backend, model=args.model,
                       base_url=args.base_url, from_dir=args.from_dir, trajectories=args.trajectories, turns=args.turns,
-                      device=args.device, size=args.size, language=args.language, out=args.out, resume=args.resume,
-                      temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed,
-                      op_policy=args.op_policy, hardware=args.hardware, timing_trials=args.timing_trials,
-                      compile_workers=args.compile_workers, run_workers=args.run_workers,
-                      build_cache_dir=args.build_cache, executor=args.executor, ray_address=args.ray_address,
-                      max_in_flight=args.max_in_flight, compile_baseline=not args.no_compile_baseline,
-                      refresh_baselines=args.refresh_baselines, baseline_cache=args.baseline_cache,
-                      price_in=args.price_in, price_out=args.price_out, report_to=args.report_to,
-                      profile=args.profile)
+                      device=args.device, size=args.size, out=args.out, resume=args.resume, op_policy=args.op_policy,
+                      sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens,
+                                              seed=args.seed),
+                      prompt=PromptSettings(hardware=args.hardware, language=args.language),
+                      eval=EvalConfig(timing_trials=args.timing_trials, build_cache_dir=args.build_cache,
+                                      profile=args.profile),
+                      executor=ExecutorConfig(kind=args.executor, ray_address=args.ray_address,
+                                              compile_workers=args.compile_workers, run_workers=args.run_workers,
+                                              max_in_flight=args.max_in_flight),
+                      compile_baseline=not args.no_compile_baseline, refresh_baselines=args.refresh_baselines,
+                      baseline_cache=args.baseline_cache, price_in=args.price_in, price_out=args.price_out,
+                      report_to=args.report_to)
     if cfg.price_in < 0 or cfg.price_out < 0:
         raise UsageError("--price-in and --price-out must be at least 0")
     if cfg.trajectories < 1 or cfg.turns < 1:
         raise UsageError("--trajectories and --turns must be at least 1")
-    if cfg.max_in_flight < 0:
+    if cfg.executor.max_in_flight < 0:
         raise UsageError("--max-in-flight must be at least 0")
     from dataclasses import replace
 
@@ -126,7 +133,7 @@ def check_before_work(cfg) -> None:
             raise UsageError(str(e)) from None
     checks.device(cfg.device)
     checks.size_for(cfg.device, cfg.size or None)
-    checks.language(cfg.device, cfg.language)
+    checks.language(cfg.device, cfg.prompt.language)
     checks.out_folder(cfg.out)
     if cfg.backend != "replay":
         if not cfg.model:
@@ -135,15 +142,15 @@ def check_before_work(cfg) -> None:
             if not cfg.base_url:
                 raise UsageError("--backend openai needs --base-url")
             checks.model_server(cfg.base_url, cfg.model)
-    checks.run_preflight(cfg.eval_config(), executor=cfg.executor, ray_address=cfg.ray_address,
-                         say=None if getattr(cfg, "quiet", False) else print)
+    checks.run_preflight(cfg.eval, cfg.executor, say=None if getattr(cfg, "quiet", False) else print)
 
 
 def _run(args: argparse.Namespace, **changes) -> int:
     from agent.openai_backend import OpenAIError
     from cli.checks import ServerError
     from evals.report import summary_line
-    from evals.runner import BenchError, run_bench
+    from evals.results_log import BenchError
+    from evals.runner import run_bench
 
     cfg = config_from(args, **changes)
     check_before_work(cfg)
@@ -174,7 +181,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from evals import sweep
     from evals.metrics import compute_metrics
     from evals.report import write_report
-    from evals.runner import ResultsLog
+    from evals.results_log import ResultsLog
 
     try:
         n_grid, t_grid = sweep.parse_grid(args.trajectories_grid), sweep.parse_grid(args.turns_grid)

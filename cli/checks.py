@@ -104,8 +104,9 @@ def model_server(url: str, model: str, timeout_s: float = 10.0) -> None:
         raise ServerError(f"{url} does not serve model {model!r} (it serves: {', '.join(map(str, ids[:8]))})")
 
 
-def run_preflight(eval_config, *, executor: str = "local", ray_address: str = "", say=None) -> None:
-    """The harness preflight (`kernelbench.harness.preflight`); `PreflightFailed` reaches `cli.main` (exit 4)."""
+def run_preflight(eval_config, executor, say=None) -> None:
+    """The harness preflight (`kernelbench.harness.preflight`) with the run's `EvalConfig` and `ExecutorConfig`;
+    `PreflightFailed` reaches `cli.main` (exit 4)."""
     from kernelbench.harness.preflight import preflight
 
-    preflight(eval_config, executor=executor or "local", ray_address=ray_address or "", say=say)
+    preflight(eval_config, executor=executor.kind, ray_address=executor.ray_address, say=say)

@@ -42,26 +42,15 @@ def add_profile_option(p: argparse.ArgumentParser) -> None:
 
 def resolve_task(spec: str):
     """A path to a problem file, else a task id through the catalog."""
-    from kernelbench.tasks.task import Task
-
     if not os.path.exists(spec) and (spec.endswith(".py") or spec.startswith(("/", "./", "../", "~"))):
         raise UsageError(f"--task {spec}: file not found")
     if os.path.isfile(spec):
-        try:
-            with open(spec) as f:
-                source = f.read()
-        except (OSError, UnicodeDecodeError) as e:
-            raise UsageError(f"cannot read task file {spec}: {e}") from None
-        policy = "strict"
-        try:
-            from kernelbench.tasks.catalog import inspect_source
+        from kernelbench.tasks.task_file import TaskFileError, read_task_file
 
-            policy = inspect_source(source).op_policy or "strict"
-        except ImportError:
-            pass
-        name = os.path.splitext(os.path.basename(spec))[0]
-        return Task(id=f"file:{name}", level=1, name=name, origin=f"file:{spec}", source=source,
-                    path=os.path.abspath(spec), op_policy=policy)
+        try:
+            return read_task_file(spec)
+        except TaskFileError as e:
+            raise UsageError(str(e)) from None
     try:
         from kernelbench.tasks.catalog import find_task
     except ImportError:

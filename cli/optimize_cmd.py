@@ -58,7 +58,12 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     from cli.main import UsageError
     from agent.openai_backend import OpenAIError
-    from agent.optimize import OptimizeConfig, ProblemFileError, optimize
+    from agent.optimize import OptimizeConfig, optimize
+    from agent.policy import SamplingConfig
+    from agent.prompts import PromptSettings
+    from kernelbench.executors.executor import ExecutorConfig
+    from kernelbench.harness.config import EvalConfig
+    from kernelbench.tasks.task_file import TaskFileError
 
     for name in ("trajectories", "turns", "rounds", "beam_keep", "max_tokens", "compile_workers", "run_workers"):
         if getattr(args, name) < 1:
@@ -73,18 +78,20 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--backend {args.backend} needs --model (a local checkpoint)")
     _check_before_work(args)
     config = OptimizeConfig(file=args.file, out=args.out, backend=args.backend, model=args.model,
-                            base_url=args.base_url, device=args.device, size=args.size, language=args.language,
-                            strategy=args.strategy,
+                            base_url=args.base_url, device=args.device, size=args.size, strategy=args.strategy,
                             trajectories=args.trajectories, turns=args.turns, rounds=args.rounds,
-                            beam_keep=args.beam_keep, temperature=args.temperature, top_p=args.top_p,
-                            max_tokens=args.max_tokens, seed=args.seed, op_policy=args.op_policy,
-                            hardware=args.hardware, compile_workers=args.compile_workers,
-                            run_workers=args.run_workers, executor=args.executor, ray_address=args.ray_address,
-                            max_in_flight=args.max_in_flight, price_in=args.price_in, price_out=args.price_out,
-                            profile=args.profile)
+                            beam_keep=args.beam_keep, op_policy=args.op_policy,
+                            sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p,
+                                                    max_tokens=args.max_tokens, seed=args.seed),
+                            prompt=PromptSettings(hardware=args.hardware, language=args.language),
+                            eval=EvalConfig(profile=args.profile),
+                            executor=ExecutorConfig(kind=args.executor, ray_address=args.ray_address,
+                                                    compile_workers=args.compile_workers,
+                                                    run_workers=args.run_workers, max_in_flight=args.max_in_flight),
+                            price_in=args.price_in, price_out=args.price_out)
     try:
         outcome = optimize(config)
-    except ProblemFileError as e:
+    except TaskFileError as e:
         raise UsageError(str(e)) from None
     except OpenAIError as e:  # the model server failed: not the same as "no correct kernel" (exit 1)
         sys.stderr.write(f"kernel-agent optimize: model server error: {' '.join(str(e).split())[:600]}\n")
@@ -107,14 +114,14 @@ def _check_before_work(args: argparse.Namespace) -> None:
 
     from cli import checks
     from cli.main import UsageError
+    from kernelbench.executors.executor import ExecutorConfig
     from kernelbench.harness.config import EvalConfig
-
-    from agent.optimize import ProblemFileError, read_user_task
+    from kernelbench.tasks.task_file import TaskFileError, read_task_file
 
     checks.text_file(args.file, "FILE")
     try:
-        read_user_task(args.file, args.op_policy)
-    except ProblemFileError as e:
+        read_task_file(args.file, origin="user", level=0, op_policy=args.op_policy)
+    except TaskFileError as e:
         raise UsageError(str(e)) from None
     checks.out_folder(args.out)
     if args.device is None:
@@ -137,4 +144,4 @@ def _check_before_work(args: argparse.Namespace) -> None:
             raise UsageError(f"{args.out} holds a run with another {', '.join(changed)} "
                              f"({', '.join(f'{k}={prev[k]!r}' for k in changed)}): choose another --out")
     checks.run_preflight(EvalConfig(device=args.device, size=args.size or args.device.replace("cuda", "gpu")),
-                         executor=args.executor, ray_address=args.ray_address, say=print)
+                         ExecutorConfig(kind=args.executor, ray_address=args.ray_address), say=print)

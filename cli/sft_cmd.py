@@ -37,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
     checks.positive(args.max_steps, "--steps")
     checks.out_folder(args.out)
     if args.tasks:
-        from kernelbench.tasks.catalog import OriginError, find_task
+        from kernelbench.tasks.catalog import find_task
+        from kernelbench.tasks.task import OriginError
 
         for task_id in (t.strip() for t in args.tasks.split(",") if t.strip()):
             try:

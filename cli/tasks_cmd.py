@@ -20,7 +20,9 @@ from dataclasses import replace
 from typing import Any
 
 from cli.main import UsageError
-from kernelbench.tasks.catalog import OriginError, find_task, inspect_source, load_tasks
+from kernelbench.tasks.catalog import find_task, load_tasks
+from kernelbench.tasks.task import OriginError
+from kernelbench.tasks.task_file import inspect_source
 from kernelbench.tasks.splits import CHOICES, split_of
 from kernelbench.tasks.task import Task, TaskFormatError
 

@@ -1,4 +1,4 @@
-"""`kernel-agent train`: multi-turn GRPO (train/grpo.py), or the whole CPU pipeline (train/pipeline.py).
+"""`kernel-agent train`: multi-turn GRPO (train/grpo.py), or the whole CPU pipeline (jobs/pipeline.py).
 
     kernel-agent train --preset cpu-tiny --steps 2 --out runs/rl          # needs `model:` (an SFT output)
     kernel-agent train --preset cpu-tiny --pipeline --out runs/cpu-tiny   # SFT -> RL -> bench -> report
@@ -47,15 +47,12 @@ def _load(kind, preset: str, section: str, overrides: dict | None = None):
 
 
 def preflight_of(config) -> None:
-    """The harness preflight with the run's harness settings (before the warm start or any model work)."""
+    """The harness preflight with the run's harness and executor settings (before the warm start or any
+    model work)."""
     from cli import checks
-    from kernelbench.harness.config import EvalConfig
 
     checks.device(config.device)
-    checks.run_preflight(EvalConfig(device=config.device, size=getattr(config, "eval_size", "") or config.device.replace("cuda", "gpu"),
-                                    build_cache_dir=getattr(config, "build_cache_dir", "")),
-                         executor=getattr(config, "executor", "local"), ray_address=getattr(config, "ray_address", ""),
-                         say=print)
+    checks.run_preflight(config.eval, config.executor, say=print)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     checks.positive(args.steps, "--steps")
     checks.out_folder(args.out)
     if args.pipeline:
-        from train.pipeline import run_pipeline
+        from jobs.pipeline import run_pipeline
 
         preflight_of(_load(TrainConfig, preset, "train", {"steps": args.steps}))
         try:
@@ -77,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(str(e)) from e
         return 0
     config = _load(TrainConfig, preset, "train", {"steps": args.steps, "out": args.out, "model": args.model, "seed": args.seed,
-                                                  "executor": args.executor, "ray_address": args.ray_address,
-                                                  "max_in_flight": args.max_in_flight, "language": args.language,
+                                                  "executor.kind": args.executor, "executor.ray_address": args.ray_address,
+                                                  "executor.max_in_flight": args.max_in_flight,
+                                                  "prompt.language": args.language,
                                                   "trackers": [args.report_to] if args.report_to else None})
     from evals.tracking import TrackerError, require_tracker
     from kernelbench.executors.executor import EXECUTORS
@@ -89,15 +87,15 @@ def run(args: argparse.Namespace) -> int:
     except TrackerError as e:
         raise UsageError(str(e)) from None
 
-    if config.executor not in EXECUTORS or config.max_in_flight < 0:
-        raise UsageError(f"executor must be one of {', '.join(EXECUTORS)} (got {config.executor!r}) "
-                         f"and max_in_flight >= 0 (got {config.max_in_flight})")
+    if config.executor.kind not in EXECUTORS or config.executor.max_in_flight < 0:
+        raise UsageError(f"executor.kind must be one of {', '.join(EXECUTORS)} (got {config.executor.kind!r}) "
+                         f"and executor.max_in_flight >= 0 (got {config.executor.max_in_flight})")
     checks.positive(config.steps, "steps")
     checks.out_folder(config.out, "out")
-    checks.language(config.device, config.language)
+    checks.language(config.device, config.prompt.language)
     preflight_of(config)
     if not config.model:
-        from train.pipeline import ensure_warm_start
+        from train.warm_start import ensure_warm_start
 
         config = ensure_warm_start(preset, config)
     from train.grpo import main

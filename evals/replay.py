@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from evals import baselines as bl
-from evals.runner import BenchError, ResultsLog, make_record, record_key
+from evals.results_log import BenchError, ResultsLog, make_record, record_key
 from kernelbench.harness.result import EvalResult
 from kernelbench.tasks.task import Task
 
@@ -59,7 +59,8 @@ def load_source(from_dir: str) -> ReplaySource:
 
 def source_tasks(source: ReplaySource, level: int = 0, limit: int = 0) -> list[Task]:
     """The run's tasks, in the order they first appear, loaded again from their origins."""
-    from kernelbench.tasks.catalog import OriginError, load_tasks
+    from kernelbench.tasks.catalog import load_tasks
+    from kernelbench.tasks.task import OriginError
 
     order: list[tuple[str, str]] = []
     for rec in source.records:

@@ -16,10 +16,15 @@ import json
 import os
 import platform
 from collections import defaultdict
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Iterable
 
+from agent.policy import SamplingConfig
+from agent.prompts import PromptSettings
 from evals import baselines as bl
+from evals import replay
+from evals.results_log import BenchError, ResultsLog, make_record, record_key
+from kernelbench.executors.executor import ExecutorConfig
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.result import EvalResult
 from kernelbench.tasks.task import Task
@@ -28,10 +33,6 @@ SPLITS = ("train", "heldout", "extra", "all")
 BACKENDS = ("hf", "vllm", "openai", "replay")
 RESUME_KEYS = ("tasks", "level", "limit", "backend", "model", "from_dir", "device", "size", "op_policy")
 """Config fields a resumed run must share with the run it continues (trajectories and turns may grow)."""
-
-
-class BenchError(ValueError):
-    """A run that cannot start as asked (bad task spec, output folder in use, mismatched resume)."""
 
 
 @dataclass(frozen=True)
@@ -60,36 +61,24 @@ class BenchConfig:
     """`cpu` (C++ kernels) or `cuda`."""
     size: str = ""
     """Task size (`cpu` or `gpu`); empty: `gpu` on cuda, `cpu` on cpu."""
-    language: str = ""
-    """Kernel language the prompts ask for: `cuda`, `triton` or `cpp`; empty: the device's own (`cuda` on cuda,
-    `cpp` on cpu). Triton kernels on `cpu` run under Triton's interpreter and are judged for correctness only
-    (flag `interpreted`, no speedup: docs/harness.md)."""
     out: str = "runs/bench"
     """Output folder."""
     resume: bool = False
     """Continue the run in `out` instead of refusing to touch it."""
-    temperature: float = 0.9
-    top_p: float = 1.0
-    max_tokens: int = 4096
-    seed: int = 0
-    token_budget: int = 8192
-    """Prompt token budget (oldest turns dropped first)."""
-    hardware: str = ""
-    """Hardware named in the prompt; empty: the device name the harness reads."""
     op_policy: str = ""
     """`strict`, `partial`, or empty for each task's own policy."""
-    timing_trials: int = 100
-    compile_workers: int = 2
-    """Compile workers (threads locally, CPU actors on Ray)."""
-    run_workers: int = 1
-    """Run workers (one per GPU: threads locally, GPU actors on Ray)."""
-    build_cache_dir: str = ""
-    executor: str = "local"
-    """`local` (this machine) or `ray` (actors on a Ray cluster; see docs/cluster.md)."""
-    ray_address: str = ""
-    """Ray cluster to use with `executor: ray`: empty starts a local Ray, `auto` joins this machine's cluster."""
-    max_in_flight: int = 0
-    """Most unfinished evaluations at once; submitting more waits (0: no bound)."""
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    """Sampling (`agent.policy.SamplingConfig`: temperature, top_p, max_tokens, seed)."""
+    prompt: PromptSettings = field(default_factory=lambda: PromptSettings(hardware=""))
+    """Prompt settings (`agent.prompts.PromptSettings`): `hardware` named in the prompt (empty: the device name
+    the harness reads), `token_budget` (oldest turns dropped first beyond it), `language`, `style`. `device`
+    is this config's `device`; `op_policy` is each task's (or `op_policy` above)."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """Harness settings (`kernelbench.harness.config.EvalConfig`: timing_trials, build_cache_dir, profile, ...);
+    `device`, `size` and `op_policy` are this config's (size resolved)."""
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    """Where evaluations run (`kernelbench.executors.executor.ExecutorConfig`: kind `local` or `ray`,
+    ray_address, compile_workers, run_workers, max_in_flight)."""
     compile_baseline: bool = True
     """Report speedups against `torch.compile` too (cached per task/size/device/torch; see evals.baselines)."""
     refresh_baselines: bool = False
@@ -102,15 +91,15 @@ class BenchConfig:
     """USD per million completion tokens (reasoning included)."""
     report_to: str = ""
     """Also send metrics.json's scalars to `wandb` or `trackio` (empty: only the files)."""
-    profile: str = "torch"
-    """`EvalConfig.profile`: profile correct kernels for the feedback (`torch`, `ncu`, `off`)."""
+
+    def __post_init__(self) -> None:
+        # One place for the run's target: the nested settings take device, size and op policy from here.
+        object.__setattr__(self, "eval", replace(self.eval, device=self.device, size=self.resolved_size(),
+                                                 op_policy=self.op_policy))
+        object.__setattr__(self, "prompt", replace(self.prompt, device=self.device))
 
     def resolved_size(self) -> str:
         return self.size or ("gpu" if self.device == "cuda" else "cpu")
-
-    def eval_config(self) -> EvalConfig:
-        return EvalConfig(device=self.device, size=self.resolved_size(), op_policy=self.op_policy,
-                          timing_trials=self.timing_trials, build_cache_dir=self.build_cache_dir, profile=self.profile)
 
 
 def parse_task_spec(spec: str) -> tuple[str, str, int]:
@@ -151,7 +140,8 @@ def _level_of(segment: str) -> int:
 
 def resolve_tasks(spec: str, level: int = 0, limit: int = 0) -> list[Task]:
     """The tasks a spec names, filtered by level and cut to `limit`; level-4 tasks needing weights are skipped."""
-    from kernelbench.tasks.catalog import OriginError, load_tasks
+    from kernelbench.tasks.catalog import load_tasks
+    from kernelbench.tasks.task import OriginError
     from kernelbench.tasks.splits import select
 
     origin, split, spec_level = parse_task_spec(spec)
@@ -167,49 +157,6 @@ def resolve_tasks(spec: str, level: int = 0, limit: int = 0) -> list[Task]:
     if not tasks:
         raise BenchError(f"--tasks {spec!r}{f' --level {level}' if level else ''} selects no task")
     return tasks
-
-
-class ResultsLog:
-    """DIR/results.jsonl: one JSON record per evaluated kernel, appended and fsynced as each finishes."""
-
-    def __init__(self, path: str):
-        self.path = path
-
-    def load(self) -> list[dict[str, Any]]:
-        """Every complete record; a torn last line is cut off the file so appends stay line-aligned."""
-        if not os.path.exists(self.path):
-            return []
-        with open(self.path, "rb") as f:
-            data = f.read()
-        if data and not data.endswith(b"\n"):
-            data = data[:data.rfind(b"\n") + 1]
-            with open(self.path, "r+b") as f:
-                f.truncate(len(data))
-        records = []
-        for line in data.decode("utf-8").splitlines():
-            try:
-                records.append(json.loads(line))
-            except ValueError:
-                continue
-        return records
-
-    def append(self, record: dict[str, Any]) -> None:
-        with open(self.path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record, sort_keys=True) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-
-
-def record_key(rec: dict[str, Any]) -> tuple[str, str, int]:
-    return rec["task"], str(rec["trajectory"]), int(rec["turn"])
-
-
-def make_record(task: Task, traj_id: str, turn_index: int, result: EvalResult, *, candidate: str, summary: str = "",
-                response: str = "", reasoning: str = "", compile_baseline: str = "none", **extra: Any) -> dict[str, Any]:
-    """One results.jsonl line: where the kernel sits, what it was, and the harness's full verdict."""
-    return {"task": task.id, "level": task.level, "origin": task.origin, "trajectory": traj_id, "turn": turn_index,
-            "candidate": candidate, "summary": summary, "response": response, "reasoning": reasoning,
-            "compile_baseline": compile_baseline, "result": result.to_dict(), **extra}
 
 
 def prepare_out_dir(config: BenchConfig) -> list[dict[str, Any]]:
@@ -233,7 +180,7 @@ def write_config(config: BenchConfig, tasks: list[Task], extra: dict[str, Any] |
     from kernelbench.harness import telemetry
 
     torch_v, cuda_v = telemetry.versions()
-    doc = {"bench": asdict(config), "eval": asdict(config.eval_config()),
+    doc = {"bench": asdict(config),
            "tasks": [{"id": t.id, "level": t.level, "origin": t.origin} for t in tasks],
            "environment": {"device_name": telemetry.read(config.device).device_name, "torch_version": torch_v,
                            "cuda_version": cuda_v, "python": platform.python_version(), "host": platform.node()},
@@ -252,7 +199,7 @@ def load_baselines(config: BenchConfig, tasks: list[Task], say: Callable[[str], 
     cache = bl.BaselineCache(config.baseline_cache)
     found = {}
     for task in tasks:
-        baseline, cached = bl.get_or_measure(task, config.eval_config(), cache, refresh=config.refresh_baselines)
+        baseline, cached = bl.get_or_measure(task, config.eval, cache, refresh=config.refresh_baselines)
         found[task.id] = baseline
         say(f"baseline {task.id}: eager {baseline.eager_ms:.3f} ms, torch.compile {baseline.compile_ms:.3f} ms"
             f" ({'cached' if cached else 'measured'})")
@@ -292,13 +239,9 @@ def run_agent(config: BenchConfig, tasks: list[Task], done: list[dict[str, Any]]
               baselines: dict[str, bl.Baseline], on_record: Callable[[dict[str, Any]], None]) -> None:
     """Run every unfinished (task, trajectory) to `config.turns` turns, appending each kernel as it is judged."""
     from agent.episode import EpisodeRunner
-    from agent.policy import SamplingConfig
-    from agent.prompts import PromptSettings
 
     log = ResultsLog(os.path.join(config.out, "results.jsonl"))
-    hardware = config.hardware or bl.device_identity(config.device)[0]
-    sampling = SamplingConfig(temperature=config.temperature, top_p=config.top_p, max_tokens=config.max_tokens,
-                              seed=config.seed)
+    hardware = config.prompt.hardware or bl.device_identity(config.device)[0]
 
     def on_turn(task: Task, traj_id: str, turn) -> None:
         result, source = bl.apply_compile_baseline(turn.result, baselines.get(task.id))
@@ -312,9 +255,8 @@ def run_agent(config: BenchConfig, tasks: list[Task], done: list[dict[str, Any]]
 
     for (remaining, policy_name), jobs in group_jobs(resume_jobs(tasks, config.trajectories, config.turns, done),
                                                      config.op_policy).items():
-        settings = PromptSettings(device=config.device, hardware=hardware, op_policy=policy_name,
-                                  token_budget=config.token_budget, language=config.language)
-        runner = EpisodeRunner(policy, evaluator, turns=remaining, sampling=sampling, prompt_settings=settings,
+        settings = replace(config.prompt, hardware=hardware, op_policy=policy_name)
+        runner = EpisodeRunner(policy, evaluator, turns=remaining, sampling=config.sampling, prompt_settings=settings,
                                on_turn=on_turn)
         runner.run(jobs)
 
@@ -380,7 +322,6 @@ def run_bench(config: BenchConfig, policy=None, say: Callable[[str], None] = pri
     """Resolve tasks, write config.json, run (or replay) every unfinished kernel, then metrics and report.
 
     `policy` overrides the backend (tests and callers that hold a model already)."""
-    from evals import replay
     from evals.metrics import compute_metrics
     from evals.report import write_report
     from kernelbench.executors.executor import make_evaluator
@@ -416,9 +357,7 @@ def run_bench(config: BenchConfig, policy=None, say: Callable[[str], None] = pri
 
     try:
         if todo:
-            with make_evaluator(config.eval_config(), executor=config.executor, ray_address=config.ray_address,
-                                compile_workers=config.compile_workers, run_workers=config.run_workers,
-                                max_in_flight=config.max_in_flight) as evaluator:
+            with make_evaluator(config.eval, config.executor) as evaluator:
                 if config.backend == "replay":
                     replay.run_replay(config, tasks, todo, evaluator, baselines, on_record)
                 else:

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runs from a checkout, installed or not
 from kernelbench.harness.config import EvalConfig  # noqa: E402
 from kernelbench.harness.evaluate import evaluate  # noqa: E402
-from kernelbench.executors.executor import make_evaluator  # noqa: E402
+from kernelbench.executors.executor import ExecutorConfig, make_evaluator  # noqa: E402
 from kernelbench.tasks.task import Task  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +42,8 @@ def variant(src: str) -> str:
 
 def measure(cfg: EvalConfig, executor: str, workers: int, n: int, address: str) -> dict:
     start = time.perf_counter()
-    ev = make_evaluator(cfg, executor=executor, ray_address=address, compile_workers=workers, run_workers=workers)
+    ev = make_evaluator(cfg, ExecutorConfig(kind=executor, ray_address=address, compile_workers=workers,
+                                             run_workers=workers))
     if executor == "ray":
         ev.wait_ready()
     startup = time.perf_counter() - start

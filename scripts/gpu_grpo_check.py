@@ -19,6 +19,7 @@ def main(out: str, device: str = "cuda") -> int:
     import torch
 
     from grpo_synthetic import LowIdRollout, build_tiny_dir
+    from agent.policy import SamplingConfig
     from train import grpo
     from train.config import TrainConfig
     from train.metrics_log import read_metrics
@@ -29,9 +30,9 @@ def main(out: str, device: str = "cuda") -> int:
 
     vocab = len(AutoTokenizer.from_pretrained(model_dir))
     cfg = TrainConfig(model=model_dir, tasks="L1/01_relu,L1/03_silu", steps=2, tasks_per_batch=2, trajectories=8,
-                      turns=2, max_new_tokens=16, learning_rate=1e-2, grad_clip=1.0, warmup_ratio=0.0,
-                      device=device, dtype="float32", tensorboard=True, out=os.path.join(out, "run"),
-                      checkpoint_every=1, micro_batch_size=8, temperature=1.0)
+                      turns=2, sampling=SamplingConfig(temperature=1.0, max_tokens=16), learning_rate=1e-2,
+                      grad_clip=1.0, warmup_ratio=0.0, device=device, dtype="float32", tensorboard=True,
+                      out=os.path.join(out, "run"), checkpoint_every=1, micro_batch_size=8)
     t0 = time.perf_counter()
     grpo.main(cfg, rollout=LowIdRollout(vocab, 8, 2, 16))
     rows = read_metrics(cfg.out)

@@ -17,7 +17,8 @@ import pytest
 
 from cli.main import main
 from evals import baselines as bl
-from evals.runner import BenchError, ResultsLog, make_record, parse_task_spec, resolve_tasks, resume_jobs
+from evals.results_log import BenchError, ResultsLog, make_record
+from evals.runner import parse_task_spec, resolve_tasks, resume_jobs
 from kernelbench.harness.result import Conditions, EvalResult
 from kernelbench.tasks.task import Task
 from tests.chat_server import ChatServer

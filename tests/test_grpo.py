@@ -10,17 +10,18 @@ from dataclasses import replace
 import pytest
 
 from grpo_synthetic import LowIdRollout, build_tiny_dir
+from agent.policy import SamplingConfig
 from rewards import advantages_by_task
-from train import grpo
-from train.config import TrainConfig, load_config
+from train import grpo, trl_args
+from train.config import TrainConfig, from_dict, load_config, to_dict
 from train.metrics_log import read_metrics
 
 
 def _config(model_dir: str, out: str, **kw) -> TrainConfig:
     base = TrainConfig(model=model_dir, tasks="L1/01_relu,L1/03_silu", steps=12, tasks_per_batch=2, trajectories=8,
-                       turns=2, max_new_tokens=12, learning_rate=2e-2, grad_clip=1.0, warmup_ratio=0.0,
-                       tensorboard=False, out=out, checkpoint_every=100, micro_batch_size=16, temperature=1.0,
-                       torch_threads=1)
+                       turns=2, sampling=SamplingConfig(temperature=1.0, max_tokens=12), learning_rate=2e-2,
+                       grad_clip=1.0, warmup_ratio=0.0, tensorboard=False, out=out, checkpoint_every=100,
+                       micro_batch_size=16, torch_threads=1)
     return replace(base, **kw)
 
 
@@ -94,14 +95,14 @@ def test_trainer_advantages_equal_our_group_normalised_returns(tiny_dir, tmp_pat
 
 def test_batch_shape_keeps_groups_whole_on_each_rank():
     cfg = TrainConfig(tasks_per_batch=8, trajectories=16, turns=4, grad_steps_per_batch=2, micro_batch_size=1)
-    shape = grpo.batch_shape(cfg, 8)
+    shape = trl_args.batch_shape(cfg, 8)
     assert (shape.tasks_per_rank, shape.samples_per_rank, shape.grad_accumulation, shape.steps_per_generation) == \
         (1, 64, 32, 64)
     assert shape.per_device_batch * shape.steps_per_generation % cfg.samples_per_task == 0
     with pytest.raises(ValueError, match="multiple of the number of processes"):
-        grpo.batch_shape(cfg, 3)
+        trl_args.batch_shape(cfg, 3)
     with pytest.raises(ValueError, match="micro"):
-        grpo.batch_shape(replace(cfg, micro_batch_size=5), 8)
+        trl_args.batch_shape(replace(cfg, micro_batch_size=5), 8)
 
 
 @pytest.mark.parametrize("preset,world", [("cpu-tiny", 1), ("cpu-tiny", 2), ("qwen3-8b-8gpu", 8),
@@ -109,8 +110,8 @@ def test_batch_shape_keeps_groups_whole_on_each_rank():
 def test_presets_resolve_to_grpo_settings(preset, world):
     """Every preset's train section maps onto TRL's GRPOConfig at its launch's world size (no GPU needed)."""
     cfg = load_config(TrainConfig, preset, "train")
-    shape = grpo.batch_shape(cfg, world)
-    kw = grpo.grpo_kwargs(cfg, shape, "/tmp/x")
+    shape = trl_args.batch_shape(cfg, world)
+    kw = trl_args.grpo_kwargs(cfg, shape, "/tmp/x")
     assert kw["num_generations"] == cfg.trajectories * cfg.turns
     assert kw["per_device_train_batch_size"] * kw["steps_per_generation"] == shape.samples_per_rank
     assert kw["max_steps"] == cfg.steps * cfg.grad_steps_per_batch
@@ -123,6 +124,34 @@ def test_presets_resolve_to_grpo_settings(preset, world):
 
         args = GRPOConfig(**{**kw, "ddp_backend": None})
         assert args.use_cpu and not args.bf16 and args.epsilon_high == cfg.eps_high
+
+
+def test_presets_nest_the_shared_settings_and_old_flat_names_fail(tmp_path):
+    """The settings train, bench and optimize share are one section each; a flat name of before names its
+    new place; a nested `device` that differs from the config's own is refused; flags set nested fields."""
+    cfg = load_config(TrainConfig, "cpu-tiny", "train")
+    assert (cfg.sampling.max_tokens, cfg.prompt.style, cfg.eval.timing_trials, cfg.executor.compile_workers) == \
+        (1280, "compact", 20, 1)
+    assert cfg.eval.device == cfg.prompt.device == cfg.device == "cpu"
+    assert from_dict(TrainConfig, to_dict(cfg)) == cfg  # config.json reads back as the same config
+    old = tmp_path / "old.yaml"
+    old.write_text("train:\n  max_new_tokens: 64\n  eval_timing_trials: 5\n")
+    with pytest.raises(ValueError, match=r"`eval_timing_trials` is now `eval.timing_trials`; "
+                                         r"`max_new_tokens` is now `sampling.max_tokens`"):
+        load_config(TrainConfig, str(old), "train")
+    old.write_text("train:\n  device: cpu\n  eval:\n    device: cuda\n")
+    with pytest.raises(ValueError, match=r"eval.device is set from `device` \('cpu'\), got 'cuda'"):
+        load_config(TrainConfig, str(old), "train")
+    old.write_text("train:\n  executor: ray\n")
+    with pytest.raises(ValueError, match="executor is a section of settings"):
+        load_config(TrainConfig, str(old), "train")
+    old.write_text("train:\n  eval:\n    timing_trial: 5\n")
+    with pytest.raises(ValueError, match=r"unknown TrainConfig.eval field\(s\): timing_trial"):
+        load_config(TrainConfig, str(old), "train")
+    flags = load_config(TrainConfig, "cpu-tiny", "train", {"executor.kind": "ray", "executor.max_in_flight": 4,
+                                                           "prompt.language": None})
+    assert (flags.executor.kind, flags.executor.max_in_flight, flags.executor.run_workers) == ("ray", 4, 1)
+    assert flags.prompt == cfg.prompt  # a flag not given (None) leaves the preset's value
 
 
 def test_preset_headers_name_their_launch_commands():
@@ -166,8 +195,9 @@ def test_reusing_evaluator_evaluates_each_distinct_text_once():
 def test_two_step_run_with_the_real_harness(tmp_path, build_cache_dir):
     """Two steps of the cpu-tiny recipe through the real harness and a freshly built tiny policy."""
     d = build_tiny_dir(str(tmp_path / "model"))
-    cfg = replace(load_config(TrainConfig, "cpu-tiny", "train"), model=d, steps=2, out=str(tmp_path / "run"),
-                  max_new_tokens=24, build_cache_dir=build_cache_dir, tensorboard=True)
+    base = load_config(TrainConfig, "cpu-tiny", "train")
+    cfg = replace(base, model=d, steps=2, out=str(tmp_path / "run"), sampling=replace(base.sampling, max_tokens=24),
+                  eval=replace(base.eval, build_cache_dir=build_cache_dir), tensorboard=True)
     grpo.main(cfg, say=lambda s: None)
     records = read_metrics(cfg.out)
     assert [r["step"] for r in records] == [0, 1]

@@ -12,7 +12,8 @@ import torch
 
 from cli.main import main as cli_main
 from kernelbench.tasks.builtin import load_builtin
-from kernelbench.tasks.catalog import inspect_source, load_tasks
+from kernelbench.tasks.catalog import load_tasks
+from kernelbench.tasks.task_file import inspect_source
 from kernelbench.tasks.input_configs import config_seeds, labels, make_config_sets
 from kernelbench.harness.child.inputs import Seeds, make_input_sets
 from kernelbench.tasks.problem import load_problem

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from kernelbench.tasks.builtin import load_builtin
-from kernelbench.tasks.catalog import OriginError, find_task, inspect_source, load_tasks
+from kernelbench.tasks.catalog import find_task, load_tasks
+from kernelbench.tasks.task_file import inspect_source
 from kernelbench.tasks.problem import load_problem
-from kernelbench.tasks.task import TaskFormatError
+from kernelbench.tasks.task import OriginError, TaskFormatError
 
 RELU = '''import torch
 import torch.nn as nn
@@ -292,3 +293,26 @@ def test_find_task_by_id_with_or_without_prefix(kb_root):
         find_task("kb:L2/99_None", origin)
     with pytest.raises(OriginError, match="--source kernelbench:PATH"):
         find_task("kb:L2/1_Linear_ReLU")
+
+
+def test_read_task_file_is_the_one_reader_of_a_named_file(tmp_path):
+    from kernelbench.tasks.task_file import TaskFileError, read_task_file
+
+    good = tmp_path / "relu.py"
+    good.write_text(RELU + 'OP_POLICY = "partial"\n')
+    task = read_task_file(str(good))
+    assert (task.id, task.level, task.op_policy, task.source) == ("file:relu", 1, "partial", good.read_text())
+    user = read_task_file(str(good), origin="user", level=0, op_policy="strict")
+    assert (user.id, user.level, user.op_policy, user.origin) == ("user/relu", 0, "strict", f"user:{good}")
+    broken = tmp_path / "broken.py"
+    broken.write_text("def f(:\n")
+    with pytest.raises(TaskFileError, match=r"broken\.py: syntax error on line 1"):
+        read_task_file(str(broken))
+    partial = tmp_path / "partial.py"
+    partial.write_text(RELU.replace("def get_inputs", "def other_inputs"))
+    with pytest.raises(TaskFileError, match=r"partial\.py: missing get_inputs"):
+        read_task_file(str(partial))
+    with pytest.raises(TaskFileError, match="cannot read task file"):
+        read_task_file(str(tmp_path / "absent.py"))
+    with pytest.raises(TaskFileError, match="op policy must be strict or partial"):
+        read_task_file(str(good), op_policy="loose")

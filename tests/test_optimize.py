@@ -14,6 +14,8 @@ import pytest
 from agent.episode import Trajectory, Turn
 from agent.openai_backend import OpenAIPolicy
 from agent.optimize import OptimizeConfig, optimize
+from agent.policy import SamplingConfig
+from agent.prompts import PromptSettings
 from agent.report import best_speedup_by_turn, find_best, write_report
 from cli.main import main
 from kernelbench.harness.result import EvalResult
@@ -97,7 +99,7 @@ def test_optimize_writes_the_fast_kernel_as_best(tmp_path):
     out = tmp_path / "out"
     with ChatServer(SCRIPT) as srv:
         outcome = optimize(OptimizeConfig(file=user_file(tmp_path), out=str(out), device="cpu", trajectories=1,
-                                          turns=4, hardware="test cpu"),
+                                          turns=4, prompt=PromptSettings(hardware="test cpu")),
                            policy=OpenAIPolicy(srv.base_url, "m", api_key=""), evaluator=ScriptedEvaluator())
     assert [t.result.status for t in outcome.trajectories[0].turns] == EXPECTED
     best = (out / "best.py").read_text()
@@ -107,7 +109,7 @@ def test_optimize_writes_the_fast_kernel_as_best(tmp_path):
     # Nothing correct: no best.py (a stale one is removed) and the report says so.
     with ChatServer([SCRIPT[0]]) as srv:
         outcome = optimize(OptimizeConfig(file=user_file(tmp_path), out=str(out), device="cpu", trajectories=1,
-                                          turns=2, seed=1),
+                                          turns=2, sampling=SamplingConfig(seed=1, max_tokens=8192)),
                            policy=OpenAIPolicy(srv.base_url, "m", api_key=""), evaluator=ScriptedEvaluator())
     # Same OUT, same (task, trajectory): the logged trajectory is reused, so the fast kernel stays best.
     assert outcome.best is not None and len(srv.requests) == 0

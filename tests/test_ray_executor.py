@@ -25,7 +25,7 @@ from cli.main import main
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.evaluate import compile_stage
 from kernelbench.executors.evaluator import Evaluator
-from kernelbench.executors.executor import make_evaluator
+from kernelbench.executors.executor import ExecutorConfig, make_evaluator
 from kernelbench.harness.result import EvalResult
 from kernelbench.executors.ray_evaluator import RayEvaluator, RunWorker
 from kernelbench.executors.shipment import pack_entry, unpack_entry
@@ -73,9 +73,9 @@ def wait_for(probe, timeout_s: float = 120.0):
 
 def test_ray_and_local_executors_give_the_same_verdicts(cluster, cfg):
     items = [(RELU, src) for src in (CORRECT, TORCH_OP, FALLBACK, COMPILE_ERROR, NO_MODEL)]
-    with make_evaluator(cfg, executor="local", compile_workers=1, run_workers=1) as ev:
+    with make_evaluator(cfg, ExecutorConfig(kind="local", compile_workers=1, run_workers=1)) as ev:
         local = ev.evaluate_many(items)
-    with make_evaluator(cfg, executor="ray", compile_workers=1, run_workers=1) as ev:
+    with make_evaluator(cfg, ExecutorConfig(kind="ray", compile_workers=1, run_workers=1)) as ev:
         assert isinstance(ev, RayEvaluator)
         remote = ev.evaluate_many(items)
     assert [r.status for r in local] == ["correct", "rejected", "rejected", "compile_error", "format_error"], \
@@ -133,7 +133,7 @@ def test_back_pressure_bounds_unfinished_evaluations(cluster, cfg, executor):
             with lock:
                 now[0] -= 1
 
-        with make_evaluator(cfg, executor=executor, compile_workers=1, run_workers=1, max_in_flight=bound) as ev:
+        with make_evaluator(cfg, ExecutorConfig(kind=executor, compile_workers=1, run_workers=1, max_in_flight=bound)) as ev:
             if executor == "ray":
                 ev.wait_ready()
             futures = []
@@ -183,13 +183,13 @@ def test_executor_flags_reach_the_configs(tmp_path):
 
     argv = ["bench", "--executor", "ray", "--ray-address", "auto", "--max-in-flight", "8"]
     cfg = config_from(build_parser(argv)[0].parse_args(argv))
-    assert (cfg.executor, cfg.ray_address, cfg.max_in_flight) == ("ray", "auto", 8)
+    assert (cfg.executor.kind, cfg.executor.ray_address, cfg.executor.max_in_flight) == ("ray", "auto", 8)
     args = build_parser(["optimize"])[0].parse_args(["optimize", "m.py", "--executor", "ray", "--run-workers", "8"])
     assert (args.executor, args.run_workers, args.ray_address) == ("ray", 8, "")
     preset = tmp_path / "p.yaml"
-    preset.write_text("# kernel-agent train --config p.yaml\ntrain:\n  executor: slurm\n")
+    preset.write_text("# kernel-agent train --config p.yaml\ntrain:\n  executor:\n    kind: slurm\n")
     assert main(["train", "--config", str(preset)]) == 2
     with pytest.raises(ValueError):
-        make_evaluator(EvalConfig(), executor="slurm")
+        make_evaluator(EvalConfig(), ExecutorConfig(kind="slurm"))
     with pytest.raises(ValueError):
         Evaluator(EvalConfig(), max_in_flight=-1)

@@ -149,7 +149,7 @@ def test_collapse_monitor_reads_the_answer_after_the_chain_of_thought():
 def test_prompt_ids_without_the_backends_match_what_the_hf_backend_encodes(tmp_path):
     from agent.hf_backend import HFPolicy
     from grpo_synthetic import build_tiny_dir
-    from train.grpo import chat_ids
+    from train.generation import chat_ids
 
     policy = HFPolicy.from_pretrained(build_tiny_dir(str(tmp_path / "m")))
     conv = [{"role": "user", "content": "write a kernel"}]
@@ -175,7 +175,7 @@ def test_slow_copies_weight_the_warm_start_and_its_loss_floor():
 def test_pipeline_report_states_plainly_whether_it_learned(tmp_path):
     import json as _json
 
-    from train.report import write_pipeline_report
+    from jobs.pipeline_report import write_pipeline_report
 
     rl = tmp_path / "rl"
     rl.mkdir()

@@ -176,12 +176,13 @@ def test_language_flag_reaches_the_run_configs():
 
     parser, _ = build_parser(["bench"])
     args = parser.parse_args(["bench", "--backend", "replay", "--from", "x", "--language", "triton"])
-    assert config_from(args).language == "triton"
+    assert config_from(args).prompt.language == "triton"
     parser, _ = build_parser(["train"])
     assert parser.parse_args(["train", "--preset", "cpu-tiny"]).language is None  # the preset's value stays
     from train.config import TrainConfig, load_config
 
-    assert load_config(TrainConfig, "cpu-tiny", "train", {"language": "triton"}).language == "triton"
+    assert load_config(TrainConfig, "cpu-tiny", "train", {"prompt.language": "triton"}).prompt.language == "triton"
     from agent.optimize import OptimizeConfig
+    from agent.prompts import PromptSettings
 
-    assert OptimizeConfig(file="f.py", language="triton").language == "triton"
+    assert OptimizeConfig(file="f.py", prompt=PromptSettings(language="triton")).prompt.language == "triton"

@@ -243,6 +243,7 @@ def test_choosing_no_tracker_imports_none(tmp_path):
 def test_optimize_report_says_what_the_session_cost_and_its_page_opens(tmp_path):
     from agent.openai_backend import OpenAIPolicy
     from agent.optimize import OptimizeConfig, optimize
+    from agent.prompts import PromptSettings
     from tests.test_episode import RELU_TASK_SRC, SCRIPT, ScriptedEvaluator
 
     src = tmp_path / "my_relu.py"
@@ -250,7 +251,7 @@ def test_optimize_report_says_what_the_session_cost_and_its_page_opens(tmp_path)
     out = tmp_path / "out"
     with ChatServer(SCRIPT) as srv:
         outcome = optimize(OptimizeConfig(file=str(src), out=str(out), device="cpu", trajectories=1, turns=4,
-                                          hardware="test cpu", price_in=PRICE_IN, price_out=PRICE_OUT),
+                                          prompt=PromptSettings(hardware="test cpu"), price_in=PRICE_IN, price_out=PRICE_OUT),
                            policy=OpenAIPolicy(srv.base_url, "m", api_key=""), evaluator=ScriptedEvaluator())
     usage = [usage_of(body, SCRIPT[i]) for i, body in enumerate(srv.requests)]
     prompt, completion = sum(u["prompt_tokens"] for u in usage), sum(u["completion_tokens"] for u in usage)

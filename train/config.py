@@ -2,7 +2,12 @@
 
 A preset is a YAML (or JSON) file under `configs/` whose first line is a comment naming the command that
 launches it. It holds one section per command (`sft:`, `train:`, `pipeline:`); each section's keys are the
-fields below, and unknown keys are errors so that a typo never silently falls back to a default. The
+fields below, and unknown keys are errors so that a typo never silently falls back to a default. The settings
+train, bench and optimize share are one dataclass each, nested under one name in every command's config:
+`sampling` (agent.policy.SamplingConfig), `prompt` (agent.prompts.PromptSettings), `eval`
+(kernelbench.harness.config.EvalConfig) and `executor` (kernelbench.executors.executor.ExecutorConfig); in
+a preset they are sub-sections (`eval: {timing_trials: 20}`). A flat name of before (`max_new_tokens`) is
+an error that names its new place (`sampling.max_tokens`). The
 resolved config (every field, defaults included) is saved beside each run's outputs as `config.json`.
 
 Defaults follow Kevin-32B (arXiv 2507.11948) wherever it states a number; DESIGN.md "Training defaults".
@@ -13,9 +18,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
+
+from agent.policy import SamplingConfig
+from agent.prompts import PromptSettings
+from kernelbench.executors.executor import ExecutorConfig
+from kernelbench.harness.config import EvalConfig
 
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 LOSS_NORMS = ("dr_grpo", "grpo", "dapo")
@@ -112,12 +122,6 @@ class TrainConfig:
     """Trajectories sampled per task (Kevin-32B: 16; 64 gave no gain and earlier junk)."""
     turns: int = 4
     """Refinement turns per trajectory in training (Kevin-32B: 4; 8 at test time)."""
-    temperature: float = 0.9
-    """Sampling temperature (Kevin-32B: 0.9)."""
-    max_new_tokens: int = 16384
-    """Most generated tokens per turn (Kevin-32B: 16k responses)."""
-    prompt_token_budget: int = 8192
-    """Most prompt tokens; the oldest earlier attempts are dropped first (Kevin-32B: 8k prompts)."""
     gamma: float = 0.4
     """Discount of later turns' scores in a turn's return (Kevin-32B: 0.4 with sum)."""
     return_mode: str = "sum"
@@ -185,34 +189,27 @@ class TrainConfig:
     """Where the trainer runs and which kernels are asked for (`cpu`: C++ kernels; `cuda`: CUDA kernels)."""
     dtype: str = "float32"
     """Trainer weights dtype (`float32` or `bfloat16`)."""
-    hardware: str = "CPU (one thread)"
-    """Hardware named in the prompts."""
-    prompt_style: str = "full"
-    """`full` or `compact` prompts (agent.prompts.PromptSettings.style; `compact` for tiny models)."""
-    language: str = ""
-    """Kernel language the prompts ask for: `cuda`, `triton` or `cpp`; empty: the device's own (`cuda` on cuda,
-    `cpp` on cpu). Triton kernels on `cpu` run under Triton's interpreter and are judged for correctness only
-    (flag `interpreted`, no speedup: docs/harness.md)."""
     lora_rank: int = 0
     """LoRA rank via peft (0: full fine-tuning)."""
     lora_alpha: int = 32
     """LoRA scaling numerator."""
-    eval_size: str = "cpu"
-    """Task size the harness builds inputs at (`cpu` or `gpu`)."""
-    eval_timing_trials: int = 100
-    """Timed calls per evaluation (KernelBench: 100)."""
-    eval_correctness_trials: int = 5
-    """Correctness trials per evaluation (KernelBench: 5)."""
-    eval_warmup_trials: int = 3
-    """Untimed calls before timing (KernelBench: 3)."""
-    eval_extra_distribution_trials: int = 2
-    """Correctness trials with signed and scaled inputs on top of `eval_correctness_trials`."""
-    compile_workers: int = 2
-    """Parallel compile jobs of the harness."""
-    run_workers: int = 1
-    """Parallel run (correctness + timing) jobs of the harness (one per GPU; one on CPU so timings do not collide)."""
-    build_cache_dir: str = ""
-    """Harness build cache; empty: the harness default. Identical candidates compile once."""
+    sampling: SamplingConfig = field(default_factory=lambda: SamplingConfig(temperature=0.9, max_tokens=16384))
+    """Rollout sampling (`agent.policy.SamplingConfig`): Kevin-32B samples at temperature 0.9 with 16k-token
+    responses (`max_tokens`, TRL's `max_completion_length`). Its `seed` is unused: each step's seed comes
+    from `seed` (below), the step and the rank."""
+    prompt: PromptSettings = field(default_factory=lambda: PromptSettings(device="cpu", hardware="CPU (one thread)"))
+    """Prompt settings (`agent.prompts.PromptSettings`): `hardware` named in the prompts, `token_budget` (most
+    prompt tokens, oldest earlier attempts dropped first; Kevin-32B: 8k), `style` (`full`, or `compact` for
+    tiny models), `language` (`cuda`, `triton` or `cpp`; empty: the device's own; Triton on `cpu` runs under
+    its interpreter and is judged for correctness only). `device` is this config's `device`."""
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    """Harness settings of each evaluation (`kernelbench.harness.config.EvalConfig`): `size` (`cpu` or `gpu`),
+    `timing_trials`, `correctness_trials`, `warmup_trials`, `extra_distribution_trials`, `build_cache_dir`
+    (identical candidates compile once), ... `device` is this config's `device`."""
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    """Where the harness evaluates rollouts (`kernelbench.executors.executor.ExecutorConfig`): `kind` (`local`
+    or `ray`, docs/cluster.md), `ray_address`, `compile_workers`, `run_workers` (one per GPU; one on CPU so
+    timings do not collide), `max_in_flight` (0: no bound)."""
     reuse_identical_results: bool = False
     """Evaluate each distinct (task, candidate text) once per run and give later identical samples the same
     verdict. Off by default (every sample is measured afresh). On for cpu-tiny, whose memorised policy
@@ -240,13 +237,9 @@ class TrainConfig:
     """Seed of data order, sampling and any randomness in the update."""
     out: str = "runs/train"
     """Output folder: config.json, metrics.jsonl, tb/, trajectories/, checkpoints/, final/."""
-    executor: str = "local"
-    """Where the harness evaluates rollouts: `local` (this machine) or `ray` (compile actors on CPU nodes,
-    run actors one per GPU on evaluation nodes; see docs/cluster.md)."""
-    ray_address: str = ""
-    """Ray cluster for `executor: ray`: empty starts a local Ray, `auto` joins the cluster this machine is part of."""
-    max_in_flight: int = 0
-    """Most unfinished evaluations at once; the rollout's submissions wait beyond it (0: no bound)."""
+
+    def __post_init__(self) -> None:
+        align_device(self)
 
     @property
     def samples_per_task(self) -> int:
@@ -274,6 +267,26 @@ class PipelineConfig:
 
 C = TypeVar("C")
 
+RENAMED = {TrainConfig: {"temperature": "sampling.temperature", "max_new_tokens": "sampling.max_tokens",
+           "prompt_token_budget": "prompt.token_budget", "prompt_style": "prompt.style",
+           "hardware": "prompt.hardware", "language": "prompt.language", "eval_size": "eval.size",
+           "eval_timing_trials": "eval.timing_trials", "eval_correctness_trials": "eval.correctness_trials",
+           "eval_warmup_trials": "eval.warmup_trials", "eval_extra_distribution_trials": "eval.extra_distribution_trials",
+           "build_cache_dir": "eval.build_cache_dir", "compile_workers": "executor.compile_workers",
+           "run_workers": "executor.run_workers", "ray_address": "executor.ray_address",
+           "max_in_flight": "executor.max_in_flight"}}
+"""TrainConfig's flat names of before and their nested places: a preset that still uses one fails, naming it."""
+DERIVED = {("prompt", "device"): "device", ("eval", "device"): "device"}
+"""Nested fields a config fills from one of its own top-level fields (one place to set them)."""
+
+
+def align_device(config: Any) -> None:
+    """Set the nested configs' `device` from the config's own (`DERIVED`), once, at construction."""
+    for (section, key), source in DERIVED.items():
+        nested = getattr(config, section, None)
+        if nested is not None and getattr(nested, key) != getattr(config, source):
+            object.__setattr__(config, section, replace(nested, **{key: getattr(config, source)}))
+
 
 def _coerce(cls: type, key: str, value: Any) -> Any:
     default = {f.name: f for f in fields(cls)}[key]
@@ -284,14 +297,72 @@ def _coerce(cls: type, key: str, value: Any) -> Any:
     return value
 
 
+def _nested_default(cls: type, key: str) -> Any:
+    """The default of field `key` when it is a nested settings dataclass, else None."""
+    value = _default(cls, key)
+    return value if is_dataclass(value) else None
+
+
+def _default(cls: type, key: str) -> Any:
+    f = {f.name: f for f in fields(cls)}[key]
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def _nested(cls: type, key: str, default: Any, data: Any, top: dict[str, Any]) -> Any:
+    if is_dataclass(data):
+        return data
+    if not isinstance(data, dict):
+        raise ValueError(f"{cls.__name__}.{key} is a section of settings ({type(default).__name__}), "
+                         f"e.g. `{key}: {{{fields(default)[0].name}: ...}}`; got {data!r}")
+    known = {f.name for f in fields(default)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__}.{key} field(s): {', '.join(unknown)}")
+    for k in sorted(data):
+        source = DERIVED.get((key, k))
+        if source and data[k] != top.get(source, _default(cls, source)):
+            raise ValueError(f"{cls.__name__}.{key}.{k} is set from `{source}` ({top.get(source, _default(cls, source))!r}), "
+                             f"got {data[k]!r}: set `{source}` instead")
+    return replace(default, **{k: _coerce(type(default), k, v) for k, v in data.items()})
+
+
 def from_dict(cls: type[C], data: dict[str, Any] | None) -> C:
-    """Build `cls` from a mapping; unknown keys raise ValueError naming them."""
+    """Build `cls` from a mapping (nested settings as sub-mappings); unknown keys raise ValueError naming
+    them, and a flat name of before names its new place."""
     data = dict(data or {})
     known = {f.name for f in fields(cls)}
+    renamed = RENAMED.get(cls, {})
+    moved = sorted(k for k in data if k not in known and k in renamed)
+    if moved:
+        section, name = renamed[moved[0]].split(".")
+        raise ValueError(f"{cls.__name__}: " + "; ".join(f"`{k}` is now `{renamed[k]}`" for k in moved)
+                         + f" (nested: `{section}: {{{name}: ...}}`)")
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"unknown {cls.__name__} field(s): {', '.join(unknown)}")
-    return cls(**{k: _coerce(cls, k, v) for k, v in data.items()})
+    values = {}
+    for k, v in data.items():
+        default = _nested_default(cls, k)
+        values[k] = _nested(cls, k, default, v, data) if default is not None else _coerce(cls, k, v)
+    return cls(**values)
+
+
+def merge(values: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """`values` with `overrides` applied; a dotted key (`executor.kind`) sets one field of a section. None
+    values are skipped (a command-line flag that was not given)."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in values.items()}
+    for key, value in overrides.items():
+        if value is None:
+            continue
+        section, _, name = key.partition(".")
+        if name:
+            out.setdefault(section, {})
+            if not isinstance(out[section], dict):
+                raise ValueError(f"`{section}` is a section of settings, got {out[section]!r}")
+            out[section][name] = value
+        else:
+            out[key] = value
+    return out
 
 
 def preset_path(name_or_path: str) -> Path:
@@ -322,14 +393,14 @@ def load_sections(name_or_path: str) -> dict[str, dict[str, Any]]:
 
 
 def load_config(cls: type[C], name_or_path: str, section: str, overrides: dict[str, Any] | None = None) -> C:
-    """One section of a preset as `cls`, with `overrides` (e.g. from command-line flags) applied last."""
-    values = load_sections(name_or_path).get(section, {})
-    values.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return from_dict(cls, values)
+    """One section of a preset as `cls`, with `overrides` (e.g. from command-line flags; `eval.size` sets one
+    field of a nested section) applied last."""
+    return from_dict(cls, merge(load_sections(name_or_path).get(section, {}), overrides or {}))
 
 
 def to_dict(config: Any) -> dict[str, Any]:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(config).items()}
+    """Every field (nested settings as nested dicts, tuples as lists): what `from_dict` reads back."""
+    return json.loads(json.dumps(dataclasses.asdict(config)))
 
 
 def save_config(config: Any, out_dir: str, name: str = "config.json", **extra: Any) -> str:

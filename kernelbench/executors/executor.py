@@ -1,16 +1,17 @@
 """Which executor evaluates candidates: `local` (threads on this machine) or `ray` (actors on a Ray cluster).
 
-    evaluator = make_evaluator(EvalConfig(device="cuda"), executor="ray", ray_address="auto",
-                               compile_workers=16, run_workers=8, max_in_flight=64)
+    evaluator = make_evaluator(EvalConfig(device="cuda"), ExecutorConfig(kind="ray", ray_address="auto",
+                               compile_workers=16, run_workers=8, max_in_flight=64))
 
 Both give the `Evaluator` interface (`submit(task, src) -> Future[EvalResult]`, `evaluate_many`, `close`,
 context manager) and the same verdicts, so the episode, bench and training code never ask which one runs.
-`kernel-agent bench`, `optimize` and `train` build theirs here (`--executor`, `--ray-address`); docs/cluster.md
-shows a multi-node setup.
+`kernel-agent bench`, `optimize` and `train` build theirs here from their `executor` settings (`--executor`,
+`--ray-address`, `--max-in-flight`); docs/cluster.md shows a multi-node setup.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from kernelbench.harness.config import EvalConfig
@@ -18,18 +19,37 @@ from kernelbench.harness.config import EvalConfig
 EXECUTORS = ("local", "ray")
 
 
-def make_evaluator(config: EvalConfig, *, executor: str = "local", ray_address: str = "", compile_workers: int = 2,
-                   run_workers: int = 1, max_in_flight: int = 0) -> Any:
-    """An evaluator for `executor`. `ray_address` (ray only): empty starts a local Ray, `auto` attaches to the
-    cluster this machine joined with `ray start`, `HOST:6379` or `ray://HOST:10001` to that cluster.
-    `max_in_flight` > 0: `submit` blocks while that many evaluations are unfinished (0: no bound)."""
-    if executor == "local":
+@dataclass(frozen=True)
+class ExecutorConfig:
+    """Where and how widely a run's evaluations execute (the `executor` section of train, bench and optimize)."""
+
+    kind: str = "local"
+    """`local` (threads on this machine) or `ray` (compile actors on CPU nodes, run actors one per GPU on
+    evaluation nodes; see docs/cluster.md)."""
+    ray_address: str = ""
+    """Ray cluster for `kind: ray`: empty starts a local Ray, `auto` joins the cluster this machine is part of,
+    `HOST:6379` or `ray://HOST:10001` that cluster."""
+    compile_workers: int = 2
+    """Parallel compile jobs (threads locally, CPU actors on Ray)."""
+    run_workers: int = 1
+    """Parallel run (correctness + timing) jobs: one per GPU, one on CPU so that timings do not collide
+    (threads locally, GPU actors on Ray)."""
+    max_in_flight: int = 0
+    """Most unfinished evaluations at once; submitting more waits (0: no bound)."""
+
+
+def make_evaluator(config: EvalConfig, executor: ExecutorConfig = ExecutorConfig()) -> Any:
+    """An evaluator of `executor.kind`; with `executor.max_in_flight` > 0, `submit` blocks while that many
+    evaluations are unfinished."""
+    ex = executor
+    if ex.kind == "local":
         from kernelbench.executors.evaluator import Evaluator
 
-        return Evaluator(config, compile_workers=compile_workers, run_workers=run_workers, max_in_flight=max_in_flight)
-    if executor == "ray":
+        return Evaluator(config, compile_workers=ex.compile_workers, run_workers=ex.run_workers,
+                         max_in_flight=ex.max_in_flight)
+    if ex.kind == "ray":
         from kernelbench.executors.ray_evaluator import RayEvaluator
 
-        return RayEvaluator(config, compile_workers=compile_workers, run_workers=run_workers,
-                            max_in_flight=max_in_flight, address=ray_address)
-    raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+        return RayEvaluator(config, compile_workers=ex.compile_workers, run_workers=ex.run_workers,
+                            max_in_flight=ex.max_in_flight, address=ex.ray_address)
+    raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {ex.kind!r}")

@@ -54,9 +54,9 @@ def preflight(config: EvalConfig, *, executor: str = "local", ray_address: str =
         if evaluator is not None:
             result = evaluator.submit(task, src, cfg).result(timeout=TIMEOUT_S)
         else:
-            from kernelbench.executors.executor import make_evaluator
+            from kernelbench.executors.executor import ExecutorConfig, make_evaluator
 
-            with make_evaluator(cfg, executor=executor, ray_address=ray_address, compile_workers=1) as ev:
+            with make_evaluator(cfg, ExecutorConfig(kind=executor, ray_address=ray_address, compile_workers=1)) as ev:
                 result = ev.submit(task, src).result(timeout=TIMEOUT_S)
     except PreflightFailed:
         raise

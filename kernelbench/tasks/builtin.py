@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kernelbench.tasks.catalog import inspect_source
 from kernelbench.tasks.task import Task
+from kernelbench.tasks.task_file import inspect_source
 
 BUILTIN_ROOT = Path(__file__).resolve().parent / "builtin_tasks"
 LEVELS = (1, 2, 3)

@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from kernelbench.tasks.catalog import OriginError, inspect_source
-from kernelbench.tasks.task import Task
+from kernelbench.tasks.task import OriginError, Task
+from kernelbench.tasks.task_file import inspect_source
 
 COLUMNS = ("code", "level", "name", "problem_id")
 WEIGHTS_LEVEL = 4

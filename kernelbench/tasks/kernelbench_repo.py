@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kernelbench.tasks.catalog import OriginError, inspect_source
-from kernelbench.tasks.task import Task
+from kernelbench.tasks.task import OriginError, Task
+from kernelbench.tasks.task_file import inspect_source
 
 LEVELS = (1, 2, 3, 4)
 WEIGHTS_LEVEL = 4

@@ -1,4 +1,4 @@
-"""The task record shared by every loader, and the error a malformed problem file raises."""
+"""The task record shared by every loader, and the errors of a malformed problem file or origin."""
 
 from __future__ import annotations
 
@@ -7,6 +7,10 @@ from dataclasses import dataclass
 
 class TaskFormatError(ValueError):
     """A problem file that cannot serve as a task; the message names the file and what is wrong."""
+
+
+class OriginError(ValueError):
+    """An origin string that names nothing loadable; the message says which and why."""
 
 
 @dataclass(frozen=True)

@@ -9,11 +9,12 @@ That is measured, not assumed: the report shows the reward curve of every step, 
 each training task before and after RL and counts answers identical to the fast solution, the slow
 solution, or neither. The held-out bench runs through `evals` (the tiny model has never seen those tasks,
 so it is expected to solve none of them: the bench shows the plumbing, not generalisation).
+
+It spans training and benchmarking, so it sits above both `train/` and `evals/` (neither imports the other).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -21,33 +22,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from train.config import PipelineConfig, SFTConfig, TrainConfig, load_config, load_sections, to_dict
-
-WARM_START_CACHE = os.path.expanduser("~/.cache/kernel-agent/warm-start")
-
-
-def ensure_warm_start(preset: str, config: TrainConfig, say=print) -> TrainConfig:
-    """`config` with `model` set to the preset's SFT output, trained once and cached by the SFT config's hash."""
-    from train import sft
-
-    sft_config = load_config(SFTConfig, preset, "sft")
-    key = hashlib.sha256(json.dumps(to_dict(replace(sft_config, out="")), sort_keys=True).encode()).hexdigest()[:16]
-    out = os.path.join(WARM_START_CACHE, key)
-    os.makedirs(WARM_START_CACHE, exist_ok=True)
-    import fcntl
-
-    # One trainer at a time: under torchrun every rank gets here before the process group exists; the
-    # first trains, the others wait on the lock and then reuse its output.
-    with open(out + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (Path(out) / "done.json").exists():
-            say(f"warm start: training {sft_config.model} on {sft_config.data} -> {out}")
-            result = sft.main(replace(sft_config, out=out), say=say)
-            (Path(out) / "done.json").write_text(json.dumps(result.__dict__))
-        else:
-            say(f"warm start: reusing {out}")
-    return replace(config, model=out)
-
+from train.config import PipelineConfig, SFTConfig, TrainConfig, load_config, load_sections
+from train.warm_start import ensure_warm_start
 
 def reference_codes(task_id: str, compact: bool) -> dict[str, str]:
     """The warm start's answers for a task, as code text: `fast` (solutions/cpu) and `slow` (cpu_slow)."""
@@ -75,20 +51,16 @@ def probe(model_dir: str, task_ids: list[str], samples: int, config: TrainConfig
     Returns `{"tasks": {id: counts}, "samples": n, "fast_share": fast / n}`."""
     from agent.hf_backend import HFPolicy
     from agent.parsing import parse_response
-    from agent.policy import SamplingConfig
     from agent.prompts import build_messages
     from kernelbench.tasks.catalog import find_task
-    from train.grpo import prompt_settings_of
 
     policy = HFPolicy.from_pretrained(model_dir, device=config.device)
-    settings = prompt_settings_of(config)
     counts: dict[str, dict[str, int]] = {}
     for i, task_id in enumerate(task_ids):
         task = find_task(task_id, "builtin")
         refs = reference_codes(task_id, compact)
-        outs = policy.generate([build_messages(task.source, [], settings)] * samples,
-                               SamplingConfig(temperature=config.temperature, max_tokens=config.max_new_tokens,
-                                              seed=seed + 1000 * i))
+        outs = policy.generate([build_messages(task.source, [], config.prompt)] * samples,
+                               replace(config.sampling, seed=seed + 1000 * i))
         c = {"fast": 0, "slow": 0, "other": 0}
         for o in outs:
             c[classify(parse_response(o.text).code, refs)] += 1
@@ -123,9 +95,8 @@ def prebuild(config: TrainConfig, task_ids: list[str], compact: bool, say=print)
     speedups the policy chooses between. Runs beside SFT, on the core SFT leaves free."""
     from kernelbench.tasks.catalog import find_task
     from kernelbench.harness.evaluate import evaluate
-    from train.grpo import eval_config_of
 
-    cfg = eval_config_of(config)
+    cfg = config.eval
     found: dict[str, Any] = {}
     for task_id in task_ids:
         task = find_task(task_id, "builtin")
@@ -140,14 +111,24 @@ def prebuild(config: TrainConfig, task_ids: list[str], compact: bool, say=print)
 
 def held_out_bench(pipe: PipelineConfig, config: TrainConfig, model_dir: str, out: str, say=print) -> dict[str, Any]:
     """The held-out bench through `evals.runner.run_bench` with the trained policy."""
+    from agent.policy import SamplingConfig
+    from agent.prompts import PromptSettings
     from evals.runner import BenchConfig, run_bench
+    from kernelbench.executors.executor import ExecutorConfig
+    from kernelbench.harness.config import EvalConfig
 
+    # The bench's own defaults but for what the run fixes: sampling length and temperature, the hardware
+    # named, timing trials, build cache and workers (its prompts stay `full`, its executor local).
     bench = BenchConfig(tasks=pipe.bench_tasks, limit=pipe.bench_limit, backend="hf", model=model_dir,
-                        trajectories=pipe.bench_trajectories, turns=pipe.bench_turns, device=config.device,
-                        out=out, temperature=config.temperature, max_tokens=config.max_new_tokens,
-                        hardware=config.hardware, timing_trials=config.eval_timing_trials,
-                        compile_workers=config.compile_workers, run_workers=config.run_workers,
-                        build_cache_dir=config.build_cache_dir, compile_baseline=False)
+                        trajectories=pipe.bench_trajectories, turns=pipe.bench_turns, device=config.device, out=out,
+                        sampling=SamplingConfig(temperature=config.sampling.temperature,
+                                                max_tokens=config.sampling.max_tokens),
+                        prompt=PromptSettings(hardware=config.prompt.hardware),
+                        eval=EvalConfig(timing_trials=config.eval.timing_trials,
+                                        build_cache_dir=config.eval.build_cache_dir),
+                        executor=ExecutorConfig(compile_workers=config.executor.compile_workers,
+                                                run_workers=config.executor.run_workers),
+                        compile_baseline=False)
     outcome = run_bench(bench, say=say, progress=False)
     return {"source": "evals.run_bench", "out": out, "metrics": outcome.metrics}
 
@@ -220,7 +201,7 @@ def run_pipeline(preset: str, out: str, steps: int | None = None, say=print, see
                "bench": bench, "rl_out": result.out_dir}
     with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=1, default=str)
-    from train.report import write_pipeline_report
+    from jobs.pipeline_report import write_pipeline_report
 
     write_pipeline_report(out, summary)
     failed = {k: v.get("status") for k, v in built.items() if isinstance(v, dict) and v.get("status") != "correct"}

@@ -1,0 +1,1 @@
+"""Jobs that span training and benchmarking (the CPU pipeline); above `train/` and `evals/`."""

@@ -1,0 +1,173 @@
+"""TRL's `rollout_func`: the batch's tasks run as multi-turn episodes, one training sample per turn, in
+TRL's slots; and the batch's reward/, rollout/ and perf/ metrics."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import Any, Sequence
+
+from agent.episode import Trajectory
+from kernelbench.tasks.task import Task
+from train.config import TrainConfig
+from train.generation import chat_ids, generation_policy
+from train.metrics_log import departing_share, repetition_rate, usual_openings
+from train.samples import TurnSample, build_samples
+
+
+def scoring_of(config: TrainConfig) -> Any:
+    """The run's reward settings: verdict -> score (never the harness's own number)."""
+    from rewards import ScoreConfig
+
+    return ScoreConfig(correctness_weight=config.correctness_weight)
+
+
+class MultiTurnRollout:
+    """TRL's `rollout_func`: the batch's tasks → multi-turn episodes → one sample per turn, in TRL's slots.
+
+    Owns its own tokenizer: the trainer's fast tokenizer must never be shared with another thread (the
+    evaluator's callbacks, an overlapped rollout): a Rust tokenizer used by two threads at once fails with
+    "Already borrowed".
+    """
+
+    def __init__(self, config: TrainConfig, rollout: Any, tasks: Sequence[Task], tokenizer: Any, *,
+                 openings_path: str = ""):
+        self.config, self.rollout, self.tokenizer = config, rollout, tokenizer
+        self.tasks = {t.id: t for t in tasks}
+        self.scoring = scoring_of(config)
+        self.openings_path = openings_path
+        self.openings: tuple[str, ...] = ()
+        if openings_path and os.path.exists(openings_path):
+            self.openings = tuple(json.loads(open(openings_path, encoding="utf-8").read()))
+        self.last_samples: list[list[TurnSample]] = []
+
+    def encode_prompt(self, conversation: Any) -> list[int]:
+        return chat_ids(self.tokenizer, conversation)
+
+    def __call__(self, prompts: list, trainer: Any) -> dict[str, list]:
+        inputs = getattr(trainer, "rollout_inputs", None)
+        if inputs is None or len(inputs) != len(prompts):
+            raise RuntimeError("the trainer did not pass the batch's task ids (use KernelGRPOTrainer)")
+        g = self.config.samples_per_task
+        ids = [x["task_id"] for x in inputs]
+        if len(ids) % g or any(len(set(ids[i:i + g])) != 1 for i in range(0, len(ids), g)):
+            raise RuntimeError(f"batch does not come in blocks of {g} identical tasks: {ids}")
+        tasks = [self.tasks[ids[i]] for i in range(0, len(ids), g)]
+        step = trainer.state.global_step // self.config.grad_steps_per_batch
+        rank = trainer.accelerator.process_index
+        seed = self.config.seed * 1_000_003 + step * 10_007 + rank * 104_729
+        t0 = time.perf_counter()
+        with generation_policy(trainer, self.tokenizer, self.config.backend) as policy:
+            trajs = self.rollout.collect(policy, tasks, step, seed)
+        wall_s = time.perf_counter() - t0
+        n = self.config.trajectories
+        groups = [trajs[k * n:(k + 1) * n] for k in range(len(tasks))]
+        samples = build_samples(groups, self.encode_prompt, scoring=self.scoring, gamma=self.config.gamma,
+                                return_mode=self.config.return_mode)
+        self.last_samples = samples
+        out = self.to_trl(samples, g)
+        self.log_metrics(trainer, samples, trajs, wall_s)
+        return out
+
+    def to_trl(self, groups: list[list[TurnSample]], g: int) -> dict[str, list]:
+        """Rows in TRL's slot order; a group with fewer than `g` turns (an episode ended early, a turn
+        without tokens) is filled with one-token end-of-sequence samples of reward None and env_mask 0
+        (TRL reads every completion's last token, so none may be empty)."""
+        eos = self.tokenizer.eos_token_id
+        out: dict[str, list] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "turn_reward": [], "env_mask": []}
+        filled = False
+        for samples in groups:
+            real = [s for s in samples if s.completion_ids][:g]
+            for s in real:
+                out["prompt_ids"].append(list(s.prompt_ids))
+                out["completion_ids"].append(list(s.completion_ids))
+                lps = list(s.logprobs) if len(s.logprobs) == len(s.completion_ids) else [0.0] * len(s.completion_ids)
+                out["logprobs"].append(lps)
+                out["turn_reward"].append(s.reward)
+                out["env_mask"].append([1] * len(s.completion_ids))
+            for _ in range(g - len(real)):
+                filled = True
+                out["prompt_ids"].append(list(real[0].prompt_ids) if real else [eos])
+                out["completion_ids"].append([eos])
+                out["logprobs"].append([0.0])
+                out["turn_reward"].append(None)
+                out["env_mask"].append([0])
+        if not filled:
+            del out["env_mask"]  # without fillers TRL counts completion lengths itself
+        return out
+
+    def log_metrics(self, trainer: Any, groups: list[list[TurnSample]], trajs: list[Trajectory], wall_s: float) -> None:
+        """reward/, rollout/ and perf/ of this batch over every rank (gathered), into TRL's step metrics."""
+        from accelerate.utils import gather_object
+
+        samples = [s for grp in groups for s in grp]
+        # Every turn carries the wall time of the batched call that produced it: count each call once.
+        gen_s = sum(v for _, v in {(t.index, t.generate_s) for tr in trajs for t in tr.new_turns})
+        evaluator = getattr(self.rollout, "evaluator", None)
+        local = {"samples": [(s.score, s.reward, s.advantage, s.status, s.turn_index, len(s.completion_ids),
+                              s.finish_reason, s.response, repetition_rate(s.completion_ids)) for s in samples],
+                 "groups": [[s.reward for s in grp if s.reward is not None] for grp in groups],
+                 "best": [t.best_score for t in trajs], "wall_s": wall_s, "gen_s": gen_s,
+                 "reused": getattr(evaluator, "reused", 0), "submitted": getattr(evaluator, "submitted", 0)}
+        every = gather_object([local]) if trainer.accelerator.num_processes > 1 else [local]
+        rows = [r for part in every for r in part["samples"]]
+        if not self.openings:
+            self.openings = usual_openings(r[7] for r in rows)
+            if self.openings_path and trainer.accelerator.is_main_process:
+                with open(self.openings_path, "w", encoding="utf-8") as f:
+                    json.dump(list(self.openings), f)
+        metrics = rollout_metrics(rows, [g for part in every for g in part["groups"]],
+                                  [b for part in every for b in part["best"]], self.openings)
+        walls = [part["wall_s"] for part in every]
+        wall = max(walls)
+        gen = max(part["gen_s"] for part in every)
+        tokens = sum(r[5] for r in rows)
+        evaluated = sum(1 for r in rows if r[3] != "format_error")
+        metrics.update({"perf/rollout_s": wall, "perf/generate_s": gen,
+                        "perf/generate_tokens_per_s": tokens / max(1e-9, sum(p["gen_s"] for p in every)),
+                        "perf/eval_wait_share": max(0.0, wall - gen) / wall if wall > 0 else 0.0,
+                        "perf/evaluations_per_s": evaluated / wall if wall > 0 else 0.0,
+                        "perf/samples": float(len(rows))})
+        submitted = sum(p["submitted"] for p in every)
+        if submitted:
+            metrics["perf/reused_evaluations_share"] = sum(p["reused"] for p in every) / submitted
+        for k, v in metrics.items():
+            trainer._metrics["train"][k].append(float(v))
+
+
+def rollout_metrics(rows: Sequence[tuple], groups: Sequence[Sequence[float]], best: Sequence[float],
+                    openings: Sequence[str]) -> dict[str, float]:
+    """reward/ and rollout/ of one batch from per-sample rows (score, reward, advantage, status, turn,
+    tokens, finish reason, response, repetition rate); `groups` holds each group's known rewards."""
+    n = max(1, len(rows))
+    scores = [r[0] for r in rows if r[0] is not None] or [0.0]
+    rewards = [r[1] for r in rows if r[1] is not None] or [0.0]
+    advs = [r[2] for r in rows]
+    adv_mean = sum(advs) / n
+    m: dict[str, float] = {
+        "reward/mean_score": sum(scores) / len(scores), "reward/best_score": max(scores),
+        "reward/mean_return": sum(rewards) / len(rewards),
+        "reward/correct_share": sum(r[3] == "correct" for r in rows) / n,
+        "reward/trajectory_best_mean": sum(best) / max(1, len(best)),
+        "rollout/advantage_mean": adv_mean,
+        "rollout/advantage_std": math.sqrt(sum((a - adv_mean) ** 2 for a in advs) / n),
+        "rollout/zero_variance_group_share": sum(1 for g in groups if len(set(g)) <= 1) / max(1, len(groups)),
+        "rollout/response_tokens_mean": sum(r[5] for r in rows) / n,
+        "rollout/response_tokens_max": float(max((r[5] for r in rows), default=0)),
+        "rollout/truncated_share": sum(r[6] == "length" for r in rows) / n,
+        "rollout/opening_departure_share": departing_share([r[7] for r in rows], openings),
+        "rollout/repetition_rate": sum(r[8] for r in rows) / n,
+    }
+    for t in sorted({r[4] for r in rows}):
+        at = [r[0] for r in rows if r[4] == t and r[0] is not None]
+        m[f"reward/turn{t + 1}_mean_score"] = sum(at) / max(1, len(at))
+    shares = {}
+    for r in rows:
+        shares[r[3]] = shares.get(r[3], 0) + 1
+    from kernelbench.harness.result import STATUSES
+
+    for status in (*STATUSES, "harness_error"):
+        m[f"rollout/status_{status}"] = shares.get(status, 0) / n
+    return m

@@ -1,0 +1,36 @@
+"""The warm start of an RL run: the preset's SFT stage, trained once and cached by its config's hash."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from train.config import SFTConfig, TrainConfig, load_config, to_dict
+
+WARM_START_CACHE = os.path.expanduser("~/.cache/kernel-agent/warm-start")
+
+
+def ensure_warm_start(preset: str, config: TrainConfig, say=print) -> TrainConfig:
+    """`config` with `model` set to the preset's SFT output, trained once and cached by the SFT config's hash."""
+    from train import sft
+
+    sft_config = load_config(SFTConfig, preset, "sft")
+    key = hashlib.sha256(json.dumps(to_dict(replace(sft_config, out="")), sort_keys=True).encode()).hexdigest()[:16]
+    out = os.path.join(WARM_START_CACHE, key)
+    os.makedirs(WARM_START_CACHE, exist_ok=True)
+    import fcntl
+
+    # One trainer at a time: under torchrun every rank gets here before the process group exists; the
+    # first trains, the others wait on the lock and then reuse its output.
+    with open(out + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (Path(out) / "done.json").exists():
+            say(f"warm start: training {sft_config.model} on {sft_config.data} -> {out}")
+            result = sft.main(replace(sft_config, out=out), say=say)
+            (Path(out) / "done.json").write_text(json.dumps(result.__dict__))
+        else:
+            say(f"warm start: reusing {out}")
+    return replace(config, model=out)
