@@ -210,13 +210,38 @@ def test_no_import_circles(project):
         pytest.fail(f"{len(circles)} import circle(s):\n" + "\n".join(circles), pytrace=False)
 
 
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+LAYERS_ABOVE = {
+    "train": ("evals", "jobs", "cli"),
+    "evals": ("train", "jobs", "cli"),
+    "agent": ("train", "evals", "jobs", "cli"),
+    "rewards": ("agent", "train", "evals", "jobs", "cli"),
+    "kernelbench": ("agent", "train", "evals", "jobs", "cli"),
+    "jobs": ("cli",),
+}
+"""What each package must not import: the packages above it in docs/architecture.md's table (train and evals
+side by side, neither importing the other)."""
+
+
 def test_train_imports_nothing_from_evals(project):
     graph, files = project
     found = [f"{files[m].relative_to(ROOT)}:{line} imports {t}" for m, edges in sorted(graph.items())
-             if m == "train" or m.startswith("train.") for t, line in sorted(edges.items())
-             if t == "evals" or t.startswith("evals.")]
+             if _in(m, "train") for t, line in sorted(edges.items()) if _in(t, "evals")]
     if found:
-        pytest.fail("train/ must not import evals/ (cli/ sits above both):\n" + "\n".join(found), pytrace=False)
+        pytest.fail("train/ must not import evals/ (jobs/ and cli/ sit above both):\n" + "\n".join(found),
+                    pytrace=False)
+
+
+def test_no_package_imports_one_above_it(project):
+    graph, files = project
+    found = [f"{files[m].relative_to(ROOT)}:{line} imports {t}" for m, edges in sorted(graph.items())
+             for pkg, above in LAYERS_ABOVE.items() if _in(m, pkg)
+             for t, line in sorted(edges.items()) if any(_in(t, a) for a in above)]
+    if found:
+        pytest.fail("imports that point up the layers (docs/architecture.md):\n" + "\n".join(found), pytrace=False)
 
 
 def _lines(path: Path) -> int:
