@@ -111,7 +111,8 @@ def device_identity(device: str) -> tuple[str, str]:
 def measure(task: Task, config: EvalConfig, with_compile: bool = True) -> Baseline:
     """Time the task's reference, eager and optionally `torch.compile`, in the harness's reference child."""
     from kernelbench.harness import sandbox, telemetry
-    from kernelbench.harness.evaluate import policy_of, run_reference
+    from kernelbench.harness.reference import run_reference
+    from kernelbench.harness.staged import policy_of
     from kernelbench.harness.child.inputs import draw_seeds
 
     cfg = replace(config, time_compile_baseline=with_compile)

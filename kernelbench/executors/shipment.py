@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelbench.harness import builds
-from kernelbench.harness.evaluate import Staged
+from kernelbench.harness.staged import Staged
 
 log = logging.getLogger(__name__)
 

@@ -835,7 +835,7 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
     the harness wrote it. Code of the candidate can still write frames of its own into the pipe before the
     report (the run child's limit, docs/harness.md); a forged `ok` wins nothing: the run child imports the
     file again and every verdict comes from there."""
-    from kernelbench.harness import report
+    from kernelbench.harness import protocol, report
     from kernelbench.harness.child import worker
 
     ext = entry / "ext"
@@ -856,10 +856,10 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
                 build_bind = sandbox.Bind(work, writable=True)
             sandbox.give_tree(work, slot.uid)
             nonce = secrets.token_hex(16)
-            job = {"mode": "compile", "device": config.device, "candidate": "candidate.py", "pch_dir": pch_dir,
-                   "nonce": nonce, **collector.job_fields()}
+            job = protocol.CompileJob(nonce=nonce, device=config.device, candidate="candidate.py", pch_dir=pch_dir,
+                                      report_fd=collector.write_fd)
             Path(scratch, "candidate.py").write_text(src)
-            Path(scratch, "job.json").write_text(json.dumps(job))
+            Path(scratch, "job.json").write_text(json.dumps(protocol.job_to_dict(job)))
             spec = sandbox.ChildSpec(
                 argv=worker.child_argv(scratch), scratch_dir=scratch, cuda=config.device == "cuda",
                 limits=sandbox.Limits(timeout_s=config.compile_timeout_s, memory_limit_mb=0,
@@ -871,9 +871,7 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
             out = child.wait()  # returns once every process of the sandbox (and the slot's uid) is dead
             frames = collector.finish()
             tampered = frames.report_only_problem()
-            result = frames.result()
-            if result.get("nonce") != nonce:
-                result = {}
+            result = protocol.decode_untrusted(protocol.CompileReport, frames.result(), nonce)
             try:
                 import_tree(work, fresh)
                 _swap_in(entry, fresh)
@@ -896,13 +894,13 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
         meta.update(status="compile_error", error_text=oversized)
     elif tampered:  # bytes nobody but the candidate's code could have written: judged as the run child's are
         meta.update(status="rejected", error_text=f"the compile child's report channel carried {tampered}")
-    elif result.get("ok"):
+    elif result is not None and result.fault is None:
         return meta
-    elif result.get("phase") == "format":
-        meta.update(status="format_error", error_text=str(result.get("error", ""))[:2000])
+    elif result is not None and result.fault.phase == "format":
+        meta.update(status="format_error", error_text=result.fault.error[:2000])
     else:
-        text = "\n".join([str(result.get("error", "")), str(result.get("build_log", "")), out.stdout_tail, out.stderr_tail])
-        if not result:
+        text = "\n".join([result.fault.error if result else "", out.stdout_tail, out.stderr_tail])
+        if result is None:
             text = f"the compile child died (exit {out.returncode}, signal {out.signal}) without a result\n" + text
         meta.update(status="compile_error", error_text=extract_error_lines(text))
     return meta
