@@ -51,7 +51,7 @@ def _crash_detail(out: sandbox.ChildOutcome, fault: protocol.Fault | None) -> st
             f"sys.exit/os._exit/exit() in the candidate?\n{out.stderr_tail[-600:]}")
 
 
-HARNESS_FRAMES = tuple(f"kernelbench/harness/child/{name}.py" for name in ("worker", "candidate_run"))
+HARNESS_FRAMES = tuple(f"kernelbench/harness/child/{name}.py" for name in ("worker", "candidate_run", "outputs"))
 """The run child's own frames, left out of the traceback the agent reads."""
 
 

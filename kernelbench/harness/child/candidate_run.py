@@ -167,7 +167,10 @@ def _install(job: protocol.RunJob, scratch: str, reporter: report.Reporter) -> t
     builds.patch_load_inline(device, job.pch_dir)
     # no compiler runs here: a load must find the build the compile stage left and the parent recorded
     build_manifest.refuse_builds(job.build_manifest, os.environ.get("TORCH_EXTENSIONS_DIR", scratch))
-    taken = snapshot.Snapshot(snapshot.harness_holders(kernel_calls, op_policy))
+    # this module and the entry point that imported it (`worker`): the latter by name, since importing it from
+    # here would be an import circle
+    own = [kernel_calls, op_policy, sys.modules[__name__], sys.modules["kernelbench.harness.child.worker"]]
+    taken = snapshot.Snapshot(snapshot.harness_holders(own))
     audit, wrappers, active, count_threads = snapshot.audit, kernel_calls.wrappers_intact, threading.active_count, os_threads
 
     def checkpoint(phase: str) -> None:

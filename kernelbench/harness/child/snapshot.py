@@ -83,9 +83,11 @@ class Snapshot:
                 continue
 
 
-def harness_holders(kernel_calls: Any, op_policy: Any) -> list[tuple[str, Any]]:
+def harness_holders(own: list[types.ModuleType]) -> list[tuple[str, Any]]:
     """Everything `Snapshot` guards: the timers, the harness's own modules and classes, and the parts of
-    Python and torch the worker calls to copy, trace, serialise and write its result."""
+    Python and torch the worker calls to copy, trace, serialise and write its result. `own`: the run child's
+    modules that import this one (its phases, its entry point) and its checks, passed in by the caller rather
+    than imported here (no import circle)."""
     import builtins
     import dataclasses
     import time
@@ -95,12 +97,12 @@ def harness_holders(kernel_calls: Any, op_policy: Any) -> list[tuple[str, Any]]:
     import torch.utils.cpp_extension as cpp_extension
 
     from kernelbench.harness import build_manifest, builds, protocol, report, sandbox
-    from kernelbench.harness.child import candidate_run, inputs, outputs, profiled_call, reference, worker
+    from kernelbench.harness.child import inputs, outputs, profiled_call, reference
 
     modules = [builtins, time, os, os.path, json, threading, traceback, types, dataclasses, torch, torch.cuda,
-               torch.serialization, python_dispatch, cpp_extension, timing, inputs, builds, report, sandbox, worker]
-    modules += [build_manifest, protocol, sys.modules[__name__], candidate_run, outputs, profiled_call, reference]
-    modules += [kernel_calls, op_policy]
+               torch.serialization, python_dispatch, cpp_extension, timing, inputs, builds, report, sandbox]
+    modules += [build_manifest, protocol, sys.modules[__name__], outputs, profiled_call, reference]
+    modules += [m for m in own if m not in modules]
     classes = [torch.Tensor, torch.cuda.Event, python_dispatch.TorchDispatchMode, timing.Timers, Snapshot]
     classes += [v for m in modules if m.__name__.startswith("kernelbench.") for v in vars(m).values()
                 if isinstance(v, type) and v.__module__ == m.__name__ and v not in classes]
