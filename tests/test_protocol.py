@@ -110,16 +110,16 @@ def test_an_untrusted_report_that_is_not_exactly_this_jobs_reads_as_none():
     assert protocol.decode_untrusted(protocol.RunReport, neither, "ef") is None
 
 
-def test_the_child_reads_a_truncated_job_as_a_harness_fault(tmp_path):
-    """A job the worker cannot read exactly ends it before any candidate code (exit 3 through `os._exit`), which
-    the parent reports as the harness's failure (`children.not_started`)."""
+def test_the_child_ends_on_a_job_with_a_field_missing(tmp_path):
+    """A job the worker cannot read exactly ends it before it runs anything (exit 3 through `os._exit`, no
+    report), which the parent reports as the harness's failure (`children.not_started`)."""
     import subprocess
 
     from kernelbench.harness.child import worker
 
-    data = protocol.job_to_dict(JOBS[0])
-    del data["pch_dir"]
+    data = protocol.job_to_dict(JOBS[1])
+    del data["setup"]["timing_checks"]
     (tmp_path / "job.json").write_text(json.dumps(data))
     done = subprocess.run(worker.child_argv(str(tmp_path)), capture_output=True, text=True, timeout=120)
     assert done.returncode == 3, done.stderr
-    assert (tmp_path / "job.json").exists()  # stopped while reading it: deleted only once read exactly
+    assert not (tmp_path / worker.RESULT_FILE).exists() and not (tmp_path / "job.json").exists()

@@ -167,8 +167,9 @@ def _main(argv: list[str]) -> int:
     scratch = argv[1]
     job_path = os.path.join(scratch, "job.json")
     with open(job_path) as f:
-        job = protocol.job_from_dict(json.load(f))  # a malformed job ends the child here: the harness's fault
+        raw = json.load(f)
     os.unlink(job_path)
+    job = protocol.job_from_dict(raw)  # not exactly a job: the child ends here, before any candidate code
     trusted = _isinstance(job, protocol.ReferenceJob)
     progress(sandbox.STARTED, close=trusted)  # the reference runs only trusted code
     # the compile and run children's verdicts travel over the parent's pipe (kernelbench.harness.report); opened
