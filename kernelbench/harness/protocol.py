@@ -276,7 +276,7 @@ class ReferenceResult(Record):
     """What the reference child measured (its outputs are in `reference.pt`, its inputs in `inputs.pt`)."""
 
     structures: tuple[str, ...]
-    """Each input set's output structure (`worker.flatten_output`)."""
+    """Each input set's output structure (`outputs.flatten_output`)."""
     work: dict[str, Any]
     """Bytes and FLOPs of the timed configuration (`work.Work.to_dict`); {} when not counted."""
     work_error: str
@@ -307,7 +307,7 @@ class RunResult(Record):
 
     structures: tuple[str, ...]
     output_meta: list[list[dict[str, Any]]]
-    """Per input set, per output tensor: type, dtype, shape, device, density, layout (`worker.flatten_output`)."""
+    """Per input set, per output tensor: type, dtype, shape, device, density, layout (`outputs.flatten_output`)."""
     ops: tuple[str, ...]
     """The aten ops of one traced forward (`op_policy.OpTracer`)."""
     kernel_calls: int

@@ -8,9 +8,6 @@ import json
 import signal
 from typing import Any
 
-PROFILE_TIMEOUT_S = 30.0
-"""The profiled call's default limit (`EvalConfig.profile_timeout_s`): SIGALRM at its default action ends the
-child, its report already sent."""
 _setitimer, _signal_handler, _SIGALRM = signal.setitimer, signal.signal, signal.SIGALRM
 
 
@@ -38,7 +35,9 @@ def report(model: Any, args: list[Any], device: str, kernels: Any) -> dict[str, 
 
 def after_report(kind: str, model: Any, args: list[Any], device: str, reporter: Any, kernels: Any,
                  limit_s: float, error: str = "") -> None:
-    """The run child's last step, after its report: the profiled call and its table as the trailer frame."""
+    """The run child's last step, after its report: the profiled call and its table as the trailer frame.
+    `limit_s` (`EvalConfig.profile_timeout_s`): then SIGALRM at its default action ends the child, its report
+    already sent."""
     from kernelbench.harness import profiling
     from kernelbench.harness import report as report_channel
 
