@@ -836,7 +836,7 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
     report (the run child's limit, docs/harness.md); a forged `ok` wins nothing: the run child imports the
     file again and every verdict comes from there."""
     from kernelbench.harness import protocol, report
-    from kernelbench.harness.child import worker
+    from kernelbench.harness.child import launch
 
     ext = entry / "ext"
     ext.mkdir(parents=True, exist_ok=True)
@@ -861,7 +861,7 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
             Path(scratch, "candidate.py").write_text(src)
             Path(scratch, "job.json").write_text(json.dumps(protocol.job_to_dict(job)))
             spec = sandbox.ChildSpec(
-                argv=worker.child_argv(scratch), scratch_dir=scratch, cuda=config.device == "cuda",
+                argv=launch.child_argv(scratch), scratch_dir=scratch, cuda=config.device == "cuda",
                 limits=sandbox.Limits(timeout_s=config.compile_timeout_s, memory_limit_mb=0,
                                       max_processes=config.max_processes, max_file_mb=config.max_file_mb),
                 binds=(build_bind,) + ((sandbox.Bind(pch_dir),) if pch_dir else ()),

@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 
 from kernelbench.harness import builds, nvrtc, protocol, sandbox
-from kernelbench.harness.child import worker
+from kernelbench.harness.child import launch
 from kernelbench.harness.child.inputs import Seeds
 from kernelbench.harness.config import EvalConfig
 
@@ -60,7 +60,7 @@ def child_spec(config: EvalConfig, scratch: str, job: protocol.ReferenceJob | pr
     env = builds.child_env(config, extensions_dir) if extensions_dir else (("OMP_NUM_THREADS", str(config.threads)),)
     if config.device == "cuda" and not extensions_dir:
         env += nvrtc.child_env(config.device)
-    return sandbox.ChildSpec(argv=worker.child_argv(scratch), scratch_dir=scratch,
+    return sandbox.ChildSpec(argv=launch.child_argv(scratch), scratch_dir=scratch,
                              limits=limits(config, max_file_mb, timeout_s), binds=tuple(binds),
                              cuda=config.device == "cuda", env=env, pass_fds=pass_fds)
 

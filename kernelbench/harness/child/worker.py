@@ -30,22 +30,6 @@ RESULT_FILE = "result.json"
 MAX_RESULT_BYTES = 4 * 1024 * 1024
 
 
-PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-
-CHILD_PYTHON_ENV = "KERNEL_AGENT_CHILD_PYTHON"
-"""Test hook: the interpreter the children run instead of this one. Only tests set it, to break the harness
-on purpose (an interpreter the sandbox's user cannot execute) and check that it is reported as such."""
-
-
-def child_argv(scratch: str) -> tuple[str, ...]:
-    """`python -I` (no PYTHON* variables, no user site, no cwd on sys.path) with this project importable
-    whether or not it is installed."""
-    boot = (f"import sys; sys.path.insert(0, {PROJECT_ROOT!r}); from kernelbench.harness.child.worker import main; "
-            f"sys.exit(main(['worker', {scratch!r}]))")
-    return (os.environ.get(CHILD_PYTHON_ENV) or sys.executable, "-I", "-c", boot)
-
-
 def read_result(scratch: str, nonce: str) -> protocol.ReferenceReport | None:
     """The reference child's result.json, or None when it is missing, oversized, not JSON or carries the wrong
     nonce; a report that is not exactly a `protocol.ReferenceReport` raises (`ProtocolError`: the harness's bug).
