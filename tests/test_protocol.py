@@ -123,3 +123,19 @@ def test_the_child_ends_on_a_job_with_a_field_missing(tmp_path):
     done = subprocess.run(launch.child_argv(str(tmp_path)), capture_output=True, text=True, timeout=120)
     assert done.returncode == 3, done.stderr
     assert not (tmp_path / worker.RESULT_FILE).exists() and not (tmp_path / "job.json").exists()
+
+
+def test_a_call_frame_is_read_as_exactly_a_call_record():
+    """The tensor frames' payloads (`torch.load(weights_only=True)` of the child's dict) decode strictly too."""
+    import io
+
+    import torch
+
+    buf = io.BytesIO()
+    torch.save({"outputs": [torch.ones(2)], "inputs_after": [None]}, buf)
+    call = protocol.CallRecord.from_dict(torch.load(io.BytesIO(buf.getvalue()), weights_only=True))
+    assert torch.equal(call.outputs[0], torch.ones(2)) and call.inputs_after == [None]
+    with pytest.raises(ProtocolError, match="unknown fields"):
+        protocol.CallRecord.from_dict({"outputs": [], "inputs_after": [], "cached": True})
+    with pytest.raises(ProtocolError, match="expected a list"):
+        protocol.CallRecord.from_dict({"outputs": torch.ones(2), "inputs_after": []})

@@ -335,6 +335,16 @@ class RunReport(Record):
     result: RunResult | None
 
 
+@dataclass(frozen=True)
+class CallRecord(Record):
+    """One call the run child reports in a frame of its own (`forward/i`, `check/j`, `verify/k`): the output as
+    plain dense CPU tensors, and the arguments after the call (None for an argument that is no tensor). The
+    frame is `torch.save` bytes of this shape (`outputs.call_record`), read with `torch.load(weights_only=True)`."""
+
+    outputs: list[Any]
+    inputs_after: list[Any]
+
+
 def decode_untrusted(cls: type[R], data: Any, nonce: str) -> R | None:
     """A report from a child that ran candidate code: the record when `data` decodes exactly, carries `nonce`
     and holds exactly one of `fault` / `result` (when it has both fields); otherwise None, read as no report

@@ -87,12 +87,13 @@ def _candidate_calls(frames: report.Frames, ref: Reference) -> dict[str, Any]:
     n_sets, n_timing, n_checks = len(ref.outputs), len(ref.timing_outputs), len(ref.check_outputs)
     cand: dict[str, Any] = {"outputs": [], "inputs_after": [], "timing": [], "checks": []}
     for i in range(n_sets):
-        call = frames.tensors(f"forward/{i}")
-        cand["outputs"].append(call["outputs"])
-        cand["inputs_after"].append(call["inputs_after"])
+        call = protocol.CallRecord.from_dict(frames.tensors(f"forward/{i}"))
+        cand["outputs"].append(call.outputs)
+        cand["inputs_after"].append(call.inputs_after)
     for key, label, n in (("timing", "verify", n_timing), ("checks", "check", n_checks)):
         for i in range(n):
-            cand[key].append(frames.tensors(f"{label}/{i}") if f"{label}/{i}" in frames.payloads else None)
+            present = f"{label}/{i}" in frames.payloads
+            cand[key].append(protocol.CallRecord.from_dict(frames.tensors(f"{label}/{i}")) if present else None)
     return cand
 
 
@@ -118,21 +119,21 @@ def compare_all(ref: Reference, cand: dict[str, Any], res: protocol.RunResult, c
     for i, got in enumerate(cand["timing"]):
         if got is None:
             return Comparison(False, f"during timing: the verification call on timing set {i} was not reported")
-        c = compare_outputs(got["outputs"], ref.timing_outputs[i], [], config.device, config.atol, config.rtol,
+        c = compare_outputs(got.outputs, ref.timing_outputs[i], [], config.device, config.atol, config.rtol,
                             config.scale_atol_by_rms)
         if not c.ok:
             return replace(c, reason=f"during timing (timing set {i}, buffers reused): {c.reason}")
-        changed = inputs_unchanged(timing_sets[i], got["inputs_after"])
+        changed = inputs_unchanged(timing_sets[i], got.inputs_after)
         if changed:
             return Comparison(False, f"during timing (timing set {i}, buffers reused): {changed}")
     if any(g is None for g in cand["checks"]):
         return Comparison(False, "during timing: the check calls' outputs are missing")
     for j, (got, want) in enumerate(zip(cand["checks"], ref.check_outputs)):
-        c = compare_outputs(got["outputs"], want, [], config.device, config.atol, config.rtol, config.scale_atol_by_rms)
+        c = compare_outputs(got.outputs, want, [], config.device, config.atol, config.rtol, config.scale_atol_by_rms)
         if not c.ok:
             return replace(c, reason=f"during timing (a call among the timed ones, perturbed inputs): {c.reason}")
         k, seed = checks[j]
-        changed = inputs_unchanged(timing.check_inputs(timing_sets[k % len(timing_sets)], seed), got["inputs_after"])
+        changed = inputs_unchanged(timing.check_inputs(timing_sets[k % len(timing_sets)], seed), got.inputs_after)
         if changed:
             return Comparison(False, f"during timing (a call among the timed ones): {changed}")
     return worst

@@ -38,7 +38,8 @@ def sync(device: str) -> None:
 
 
 def call_record(out: Any, args: list[Any]) -> dict[str, Any]:
-    """What the parent judges of one call: the output as plain dense tensors and the arguments after the call."""
+    """What the parent judges of one call: the output as plain dense tensors and the arguments after the call
+    (`protocol.CallRecord`'s fields; a plain dict, since `torch.load(weights_only=True)` reads no class)."""
     import torch
 
     return {"outputs": flatten_output(out)[1],
