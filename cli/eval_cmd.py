@@ -120,7 +120,8 @@ def run(args: argparse.Namespace) -> int:
         return _compile_only(args, src)
     task = resolve_task(args.task)
     from kernelbench.harness.config import EvalConfig
-    from kernelbench.harness.evaluate import HarnessError, evaluate
+    from kernelbench.harness.evaluate import evaluate
+    from kernelbench.harness.reference import HarnessError
     from kernelbench.tasks.task import TaskFormatError
 
     config = EvalConfig(device=args.device, size=args.size or args.device.replace("cuda", "gpu"),

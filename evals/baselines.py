@@ -5,7 +5,7 @@ conditions as the kernel: that is the speedup the agent is scored on). `torch.co
 matter: compiling the reference costs tens of seconds per task, so a benchmark measures it once per
 (task, size, device name, torch version) and keeps it in a JSON file; `--refresh-baselines` measures
 again. The baseline is measured by the harness's own trusted reference child
-(`kernelbench.harness.evaluate.run_reference`, with `time_compile_baseline`), so eager and compiled times come
+(`kernelbench.harness.reference.run_reference`, with `time_compile_baseline`), so eager and compiled times come
 from one process under one set of conditions.
 
 How a kernel's `torch.compile` speedup is derived from the cache: the cached *ratio* compile/eager is
@@ -111,7 +111,8 @@ def device_identity(device: str) -> tuple[str, str]:
 def measure(task: Task, config: EvalConfig, with_compile: bool = True) -> Baseline:
     """Time the task's reference, eager and optionally `torch.compile`, in the harness's reference child."""
     from kernelbench.harness import sandbox, telemetry
-    from kernelbench.harness.evaluate import policy_of, run_reference
+    from kernelbench.harness.reference import run_reference
+    from kernelbench.harness.staged import policy_of
     from kernelbench.harness.child.inputs import draw_seeds
 
     cfg = replace(config, time_compile_baseline=with_compile)

@@ -580,7 +580,7 @@ def test_allocation_failures_read_as_out_of_memory(error, oom):
 def test_snapshot_sees_rebinding_new_names_and_code_swaps_and_restores():
     import types
 
-    from kernelbench.harness.child.worker import Snapshot
+    from kernelbench.harness.child.snapshot import Snapshot
 
     module = types.ModuleType("kernelbench.fake_harness")
     exec("def clock():\n    return 1.0\n\nclass Tracer:\n    def hook(self):\n        return 'traced'\n", module.__dict__)

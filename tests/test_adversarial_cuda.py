@@ -98,7 +98,7 @@ def test_zeroed_inputs_detected(build_cache_dir):
 
 def test_new_threads_refused_on_cuda_while_an_honest_kernel_stays_correct(build_cache_dir):
     """The run child refuses every new thread and process after `__init__` on CUDA too. The CUDA context, the
-    driver's threads, a cuBLAS handle and a first launch exist before the refusal (`worker._warm_up`), so an
+    driver's threads, a cuBLAS handle and a first launch exist before the refusal (`candidate_run.warm_up`), so an
     honest load_inline kernel is still correct; a kernel that launches from a `std::thread` in forward is not
     allowed to start it (a `runtime_error`, not a hidden thread)."""
     honest = evaluate(TASK, (Path(__file__).parent / "fixtures" / "core" / "cuda_relu.py").read_text(),

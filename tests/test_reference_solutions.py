@@ -218,7 +218,7 @@ def test_every_cpu_solution_is_correct_from_one_shared_build(tmp_path, monkeypat
     from kernelbench.harness.compare import compare_outputs
     from kernelbench.harness.child.inputs import Seeds, clone_args, make_input_sets
     from kernelbench.tasks.problem import load_problem
-    from kernelbench.harness.child.worker import flatten_output
+    from kernelbench.harness.child.outputs import flatten_output
 
     ext = _combined_extension(CPU_SOLUTIONS, str(tmp_path))
     torch.set_num_threads(1)

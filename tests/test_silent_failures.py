@@ -2,7 +2,7 @@
 is `harness_error` (never cached, never scored, retried once, loud), jobs stop when their judge is broken,
 and bad input fails early with one line.
 
-The harness is broken on purpose through `worker.CHILD_PYTHON_ENV`: the children are pointed at an
+The harness is broken on purpose through `launch.CHILD_PYTHON_ENV`: the children are pointed at an
 interpreter the sandbox's user cannot execute (a path inside a 0700 folder of the test's own), exactly what
 a clone whose interpreter the sandbox cannot see looked like.
 """
@@ -23,7 +23,7 @@ import pytest
 
 from kernelbench.harness import build_cache, build_tree, builder, bwrap, pch, sandbox, toolchain
 from kernelbench.harness.child import load_inline_hook
-from kernelbench.harness.child import worker
+from kernelbench.harness.child import launch
 from kernelbench.tasks.builtin import load_builtin
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.evaluate import evaluate
@@ -53,7 +53,7 @@ def broken_python(tmp_path, monkeypatch) -> str:
     hidden.mkdir(mode=0o700)
     link = hidden / "python3"
     link.symlink_to(os.path.realpath(sys.executable))
-    monkeypatch.setenv(worker.CHILD_PYTHON_ENV, str(link))
+    monkeypatch.setenv(launch.CHILD_PYTHON_ENV, str(link))
     return str(link)
 
 
@@ -63,7 +63,7 @@ def broken_env(tmp_path: Path) -> dict[str, str]:
     link = hidden / "python3"
     if not link.exists():
         link.symlink_to(os.path.realpath(sys.executable))
-    return {**os.environ, worker.CHILD_PYTHON_ENV: str(link)}
+    return {**os.environ, launch.CHILD_PYTHON_ENV: str(link)}
 
 
 # --- harness_error: detected, never cached, retried, then the same candidate is judged normally ------------
@@ -78,7 +78,7 @@ def test_child_that_cannot_start_is_harness_error_and_nothing_is_cached(cfg, bro
     assert kernel_score(broken) is None  # never scored
     entry = Path(build_cache.cache_root(cfg)) / build_cache.cache_key(src, "cpu")
     assert not (entry / "imports" / f"{build_cache.source_key(src, 'cpu')}.json").exists()  # never cached
-    monkeypatch.delenv(worker.CHILD_PYTHON_ENV)
+    monkeypatch.delenv(launch.CHILD_PYTHON_ENV)
     fixed = evaluate(RELU, src, cfg)
     assert fixed.status == CORRECT and fixed.correct and fixed.retries == 0, fixed.feedback
     assert kernel_score(fixed) == pytest.approx(0.3)  # correct, not timed: speedup 0
@@ -194,7 +194,7 @@ def test_a_clone_in_a_temporary_folder_with_its_own_venv_judges_correctly(build_
                   "from kernelbench.harness.preflight import known_good; import kernelbench;"
                   f"t, s = known_good('cpu'); r = evaluate(t, s, EvalConfig(build_cache_dir={build_cache_dir!r}, timing_trials=0));"
                   "print(json.dumps({'status': r.status, 'feedback': r.feedback, 'where': kernelbench.__file__, 'prefix': sys.prefix}))")
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", worker.CHILD_PYTHON_ENV)}
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", launch.CHILD_PYTHON_ENV)}
         out = subprocess.run([os.path.join(venv, "bin", "python"), "-c", script], cwd=clone, env=env,
                              capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, out.stderr[-2000:]

@@ -39,7 +39,8 @@ from typing import Any
 
 from kernelbench.harness import pch
 from kernelbench.harness.config import EvalConfig
-from kernelbench.harness.evaluate import compile_stage, policy_of, run_stage
+from kernelbench.harness.evaluate import compile_stage, run_stage
+from kernelbench.harness.staged import policy_of
 from kernelbench.executors.evaluator import HarnessWatch
 from kernelbench.harness.feedback import render
 from kernelbench.harness.result import HARNESS_ERROR, Conditions, EvalResult

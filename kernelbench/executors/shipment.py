@@ -23,7 +23,7 @@ from pathlib import Path
 
 from kernelbench.harness import build_cache, pch
 from kernelbench.harness.child.load_inline_hook import STANDARD_CFLAGS
-from kernelbench.harness.evaluate import Staged
+from kernelbench.harness.staged import Staged
 
 log = logging.getLogger(__name__)
 

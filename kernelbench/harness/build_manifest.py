@@ -119,10 +119,9 @@ def refuse_builds(manifest: dict[str, dict[str, str]], ext_dir: str) -> None:
     cpp_extension._import_module_from_library = import_module_from_library
 
 
-def judge(result: dict[str, Any]) -> dict[str, str]:
+def judge(refused: tuple[str, ...]) -> dict[str, str]:
     """The parent's flag for the run child's refused builds (its report's `build_refused`)."""
-    refused = result.get("build_refused") if isinstance(result, dict) else None
-    if not refused or not isinstance(refused, list):
+    if not refused:
         return {}
     return {FLAG: "a library was built or loaded in the run stage instead of the compile stage: "
                   + "; ".join(map(str, refused))[:600]}

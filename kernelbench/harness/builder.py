@@ -21,10 +21,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelbench.harness import nvrtc, report, sandbox, triton_kernels
+from kernelbench.harness import nvrtc, protocol, report, sandbox, triton_kernels
 from kernelbench.harness.build_cache import cache_key, cache_root, source_key
 from kernelbench.harness.build_tree import BuildTreeError, import_tree, swap_in
-from kernelbench.harness.child import worker
+from kernelbench.harness.child import launch
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.pch import pch_dir_for, pch_flags
 from kernelbench.harness.toolchain import cuda_arch_list, extract_error_lines
@@ -128,12 +128,12 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
                 build_bind = sandbox.Bind(work, writable=True)
             sandbox.give_tree(work, slot.uid)
             nonce = secrets.token_hex(16)
-            job = {"mode": "compile", "device": config.device, "candidate": "candidate.py", "pch_dir": pch_dir,
-                   "nonce": nonce, **collector.job_fields()}
+            job = protocol.CompileJob(nonce=nonce, device=config.device, candidate="candidate.py", pch_dir=pch_dir,
+                                      report_fd=collector.write_fd)
             Path(scratch, "candidate.py").write_text(src)
-            Path(scratch, "job.json").write_text(json.dumps(job))
+            Path(scratch, "job.json").write_text(json.dumps(protocol.job_to_dict(job)))
             spec = sandbox.ChildSpec(
-                argv=worker.child_argv(scratch), scratch_dir=scratch, cuda=config.device == "cuda",
+                argv=launch.child_argv(scratch), scratch_dir=scratch, cuda=config.device == "cuda",
                 limits=sandbox.Limits(timeout_s=config.compile_timeout_s, memory_limit_mb=0,
                                       max_processes=config.max_processes, max_file_mb=config.max_file_mb),
                 binds=(build_bind,) + ((sandbox.Bind(pch_dir),) if pch_dir else ()),
@@ -143,9 +143,7 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
             out = child.wait()  # returns once every process of the sandbox (and the slot's uid) is dead
             frames = collector.finish()
             tampered = frames.report_only_problem()
-            result = frames.result()
-            if result.get("nonce") != nonce:
-                result = {}
+            result = protocol.decode_untrusted(protocol.CompileReport, frames.result(), nonce)
             try:
                 import_tree(work, fresh)
                 swap_in(entry, fresh)
@@ -168,13 +166,13 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
         meta.update(status="compile_error", error_text=oversized)
     elif tampered:  # bytes nobody but the candidate's code could have written: judged as the run child's are
         meta.update(status="rejected", error_text=f"the compile child's report channel carried {tampered}")
-    elif result.get("ok"):
+    elif result is not None and result.fault is None:
         return meta
-    elif result.get("phase") == "format":
-        meta.update(status="format_error", error_text=str(result.get("error", ""))[:2000])
+    elif result is not None and result.fault.phase == "format":
+        meta.update(status="format_error", error_text=result.fault.error[:2000])
     else:
-        text = "\n".join([str(result.get("error", "")), str(result.get("build_log", "")), out.stdout_tail, out.stderr_tail])
-        if not result:
+        text = "\n".join([result.fault.error if result else "", out.stdout_tail, out.stderr_tail])
+        if result is None:
             text = f"the compile child died (exit {out.returncode}, signal {out.signal}) without a result\n" + text
         meta.update(status="compile_error", error_text=extract_error_lines(text))
     return meta

@@ -6,7 +6,7 @@ were compared only after the correctness calls, the outputs were right everywher
 credit for a speed the honest one cannot have (2x reported).
 
 Defence: the argument buffers after every check call and every verification call go to the parent with the
-output, and must equal the inputs that call was given (`evaluate._compare_all`); a check call looks like a
+output, and must equal the inputs that call was given (`verdict.compare_all`); a check call looks like a
 timed call, so a kernel that writes its inputs while timed is seen doing it.
 Expected: incorrect ("modified in place"), score 0.
 """

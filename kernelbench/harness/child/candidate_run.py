@@ -1,0 +1,307 @@
+"""The run child (`run` jobs): the candidate through its phases, audited after each.
+
+Order (each step's reason is at the step): load and unlink `inputs.pt`, install kernel-call counting and the
+build refusal, snapshot every object the measurement and the checks depend on (`snapshot.Snapshot`), count
+the OS threads, capture every function the phases call after candidate code has run (`Tools`), THEN import
+the candidate; build `ModelNew` after the same init seed; refuse new threads and processes; run every input
+set on clones (correctness), time it, trace the aten ops of one forward (verification). After every phase the
+snapshot is verified and restored (`timer_patched` / `harness_tampered`) and the threads are counted again
+(`dynamic:threads`). Each call's output and arguments afterwards go to the parent over its report pipe as
+soon as the call returns (`kernelbench.harness.report`); the final report (`protocol.RunResult`) is sent by
+`worker.main`, the profiled call after it. This child never sees reference outputs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import types
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from kernelbench.harness import build_manifest, protocol, report, sandbox
+from kernelbench.harness.child import profiled_call, snapshot, spawn_guard, timing
+from kernelbench.harness.child.outputs import call_record, flatten_output, sync
+
+
+def os_threads() -> int:
+    """Threads of this process as the OS sees them: Python threads and threads C++ started alike."""
+    return len(os.listdir("/proc/self/task"))
+
+
+def progress(mark: str, close: bool = False) -> None:
+    """Tell the parent how far this child got (`sandbox.ChildOutcome.progress`); `close` before untrusted code
+    runs, so that code can neither write nor close the parent's record."""
+    fd = int(os.environ.get(sandbox.PROGRESS_FD_ENV, "-1") or -1)
+    if fd < 0:
+        return
+    try:
+        os.write(fd, mark.encode())
+    except OSError:
+        pass
+    if close:
+        os.environ.pop(sandbox.PROGRESS_FD_ENV, None)
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def import_candidate(path: str) -> types.ModuleType:
+    with open(path) as f:
+        src = f.read()
+    module = types.ModuleType("candidate")
+    module.__file__ = path
+    sys.modules["candidate"] = module
+    exec(compile(src, "candidate.py", "exec"), module.__dict__)
+    return module
+
+
+def warm_up(device: str) -> None:
+    """Let torch create its lazily started threads (pools, CUDA driver threads) before the baseline count.
+
+    On CUDA, also call once what the phases after `refuse_new_tasks` call: the context (the driver starts its
+    threads with it), a cuBLAS handle, a kernel drawing from a device generator (`timing.load_perturbed`),
+    a pair of timed events. A runtime that starts a helper thread on first use starts it here, before the
+    thread count and the refusal, rather than inside an honest candidate's forward, where it could not."""
+    import torch
+
+    a = torch.ones(64, 64, device=device)
+    torch.relu(a @ a).sum().item()
+    if device == "cuda":
+        generator = torch.Generator(device=device)
+        generator.manual_seed(0)
+        torch.rand(64, device=device, generator=generator)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        a.add_(1.0)
+        end.record()
+        end.synchronize()
+        start.elapsed_time(end)
+    sync(device)
+
+
+class RunState:
+    """What the run child has recorded so far. `phase` is where an escaping exception came from
+    (`worker._phase_of` reads it from `run_candidate`'s frame)."""
+
+    def __init__(self, threads: int, os_threads_now: int):
+        self.phase = "import"
+        self.found: dict[str, list[str]] = {"timer_patched": [], "harness_tampered": []}
+        self.threads_before, self.os_threads_before = threads, os_threads_now
+        self.threads_after, self.os_threads_after = threads, os_threads_now
+        self.new_tasks_refused: protocol.TaskRefusal | None = None
+        self.structures: list[str] = []
+        self.metas: list[list[dict[str, Any]]] = []
+        self.timing: protocol.Timing | None = None
+        self.timing_blocks: list[list[float]] | None = None
+        self.ops: list[str] = []
+        self.kernel_calls = -1
+
+
+@dataclass(frozen=True)
+class Tools:
+    """Captured references: everything the phases call once candidate code has run, taken before the candidate
+    is imported, so the phases call these, never a module attribute the candidate can rebind."""
+
+    torch: Any
+    checkpoint: Callable[[str], None]
+    measure: Callable[..., Any]
+    measurement: Any
+    serve: Callable[..., Any]
+    stats: Callable[..., Any]
+    timing: Callable[..., protocol.Timing]
+    refusal: Callable[..., protocol.TaskRefusal]
+    flatten: Callable[..., Any]
+    sync: Callable[[str], None]
+    send: Callable[[str, Any], None]
+    record: Callable[..., Any]
+    clone_args: Callable[..., Any]
+    to_device: Callable[..., Any]
+    timers_intact: Callable[[], list[str]]
+    no_grad: Any
+    reset: Callable[[], None]
+    count: Callable[[], int]
+    tracer_class: Any
+    compiled_functions: Callable[[], Any]
+    refuse_tasks: Callable[[], dict[str, bool]]
+    channel: timing.Channel | None
+
+
+def run_candidate(job: protocol.RunJob, scratch: str,
+                  reporter: report.Reporter) -> tuple[protocol.RunResult, Callable[[], None] | None]:
+    """The phases in order; returns the final report and the step `worker.main` runs after sending it."""
+    init, correctness, timed, verification, profile, result = \
+        _init, _correctness, _timing, _verification, _profile, _result  # captured: see `Tools`
+    tools, data, state, profile_error = _install(job, scratch, reporter)
+    module = _import(tools, job, scratch)
+    tools.checkpoint("import")
+    model = init(tools, job, data, state, module)
+    correctness(tools, job, data, state, model)
+    if job.setup.timing_trials > 0:
+        timed(tools, job, data, state, model)
+    verification(tools, job, data, state, model)
+    after = profile(tools, job, data, model, reporter, profile_error)
+    return result(state), after
+
+
+def _install(job: protocol.RunJob, scratch: str, reporter: report.Reporter) -> tuple[Tools, dict[str, Any], RunState, str]:
+    """The harness's part, before any candidate code: warm-ups, the inputs, the checks, the snapshot."""
+    import torch
+
+    from kernelbench.harness.child import kernel_calls, load_inline_hook, op_policy  # imported, never probed: a check that cannot load is an error
+    from kernelbench.harness.child.inputs import clone_args, to_device
+
+    device = job.setup.device
+    torch.set_num_threads(job.setup.threads)
+    warm_up(device)
+    profile_error = profiled_call.warm_up(device) if job.setup.profile == "torch" else ""
+    load_inline_hook.start_libomp_pool(job.pch_dir)  # a clang -fopenmp build's pool is not the candidate's
+    state = RunState(threading.active_count(), os_threads())
+    inputs_path = os.path.join(scratch, "inputs.pt")
+    data = torch.load(inputs_path, weights_only=True)
+    os.unlink(inputs_path)  # gone before candidate code runs
+    kernel_calls.install(triton=job.triton)
+    load_inline_hook.patch_load_inline(device, job.pch_dir)
+    # no compiler runs here: a load must find the build the compile stage left and the parent recorded
+    build_manifest.refuse_builds(job.build_manifest, os.environ.get("TORCH_EXTENSIONS_DIR", scratch))
+    # this module and the entry point that imported it (`worker`): the latter by name, since importing it from
+    # here would be an import circle
+    own = [kernel_calls, op_policy, sys.modules[__name__], sys.modules["kernelbench.harness.child.worker"]]
+    taken = snapshot.Snapshot(snapshot.harness_holders(own))
+    audit, wrappers, active, count_threads = snapshot.audit, kernel_calls.wrappers_intact, threading.active_count, os_threads
+
+    def checkpoint(phase: str) -> None:
+        audit(taken, state.found, phase, wrappers())
+        state.threads_after = max(state.threads_after, active())
+        state.os_threads_after = max(state.os_threads_after, count_threads())
+
+    paired = job.paired
+    tools = Tools(torch=torch, checkpoint=checkpoint, measure=timing.measure, measurement=timing.Measurement,
+                  serve=timing.serve_blocks, stats=timing.stats, timing=protocol.Timing,
+                  refusal=protocol.TaskRefusal, flatten=flatten_output, sync=sync,
+                  send=reporter.send_tensors, record=call_record, clone_args=clone_args, to_device=to_device,
+                  timers_intact=timing.timers_intact, no_grad=torch.no_grad, reset=kernel_calls.reset,
+                  count=kernel_calls.count, tracer_class=op_policy.OpTracer,
+                  compiled_functions=kernel_calls.compiled_functions, refuse_tasks=spawn_guard.refuse_new_tasks,
+                  channel=timing.Channel(paired.read_fd, paired.write_fd) if paired else None)
+    return tools, data, state, profile_error
+
+
+def _import(tools: Tools, job: protocol.RunJob, scratch: str) -> types.ModuleType:
+    progress(sandbox.UNTRUSTED, close=True)
+    return import_candidate(os.path.join(scratch, job.candidate))
+
+
+def _init(tools: Tools, job: protocol.RunJob, data: dict[str, Any], state: RunState, module: types.ModuleType) -> Any:
+    """`ModelNew` after the reference's init seed; then no thread or process can start."""
+    state.phase = "init"
+    device = job.setup.device
+    tools.torch.manual_seed(job.setup.init_seed)
+    model = module.ModelNew(*data["init_inputs"]).to(device)
+    tools.sync(device)
+    tools.checkpoint("init")
+    if job.triton and device == "cuda":
+        # Triton compiles a kernel at its first launch and runs ptxas (and, once, a C compiler) as processes:
+        # one untimed, unjudged call per input shape before new processes are refused below
+        state.phase = "forward"
+        seen = set()
+        with tools.no_grad():
+            for s in data["sets"]:
+                shapes = tuple((tuple(a.shape), str(a.dtype)) if isinstance(a, tools.torch.Tensor) else repr(a) for a in s)
+                if shapes not in seen:
+                    seen.add(shapes)
+                    model(*tools.to_device(tools.clone_args(s), device))
+                    tools.sync(device)
+        tools.checkpoint("triton compile")
+    # from here on no thread or process can start: import and __init__ may still run load_inline (ninja)
+    # (not in the untimed child Nsight Compute profiles: its injected threads start at cudaProfilerStart, and that
+    # child's verdict is thrown away)
+    state.new_tasks_refused = tools.refusal(**tools.refuse_tasks()) if job.setup.profile != "ncu" else None
+    return model
+
+
+def _correctness(tools: Tools, job: protocol.RunJob, data: dict[str, Any], state: RunState, model: Any) -> None:
+    """Every input set on clones. Each call's output and its arguments afterwards leave for the parent before
+    the next candidate call: nothing the candidate runs later (another call, a thread, an atexit handler) can
+    change what was judged."""
+    state.phase = "forward"
+    device = job.setup.device
+    with tools.no_grad():
+        for i, s in enumerate(data["sets"]):
+            args = tools.to_device(tools.clone_args(s), device)
+            out = model(*args)
+            tools.sync(device)
+            structure, _, meta = tools.flatten(out)
+            tools.send(f"forward/{i}", tools.record(out, args))
+            state.metas.append(meta)
+            state.structures.append(structure)
+    tools.checkpoint("forward")
+
+
+def _timing(tools: Tools, job: protocol.RunJob, data: dict[str, Any], state: RunState, model: Any) -> None:
+    """The timed trials, with the hidden check calls and the verification round (`timing.Measurement`)."""
+    state.phase = "timing"
+    setup = job.setup
+    timed = [tools.to_device(s, setup.device) for s in data["timing_sets"]]
+    checks = [tuple(c) for c in setup.timing_checks]
+    send, record = tools.send, tools.record
+
+    def emit(label: str, out: Any, buffers: list[Any]) -> None:
+        send(label, record(out, buffers))
+
+    if tools.channel is not None:  # paired: blocks on the parent's word (kernelbench.harness.paired)
+        m = tools.measurement(model, timed, setup.device, emit, checks)
+        blocks = tools.serve(m, setup.warmup_trials, tools.channel)
+        m.verify()
+        if m.times_ms:
+            state.timing = tools.timing(**tools.stats(m.times_ms, setup.warmup_trials).to_dict())
+            state.timing_blocks = blocks
+    else:
+        st = tools.measure(model, timed, setup.device, setup.warmup_trials, setup.timing_trials, setup.timing_budget_s,
+                           emit, checks, setup.min_trials)
+        state.timing = tools.timing(**st.to_dict())
+    tools.checkpoint("timing")
+
+
+def _verification(tools: Tools, job: protocol.RunJob, data: dict[str, Any], state: RunState, model: Any) -> None:
+    """The aten ops of one traced forward and the kernel calls in it (`op_policy`, `kernel_calls`); the
+    public timers checked once more."""
+    state.phase = "trace"
+    device = job.setup.device
+    tools.reset()
+    with tools.no_grad():
+        args = tools.to_device(tools.clone_args(data["sets"][0]), device)
+        with tools.tracer_class() as tracer:
+            model(*args)
+            tools.sync(device)
+        state.ops = list(tracer.ops)
+    state.kernel_calls = tools.count()
+    tools.checkpoint("trace")
+    state.found["timer_patched"] += [f"{name} (public)" for name in tools.timers_intact()]
+    state.phase = "done"
+
+
+def _profile(tools: Tools, job: protocol.RunJob, data: dict[str, Any], model: Any, reporter: report.Reporter,
+             profile_error: str) -> Callable[[], None] | None:
+    """The profiled call, to run after the final report (`worker.main` sends it first): the verdict is in the
+    parent's pipe before the profiled call starts."""
+    kind, setup = job.setup.profile, job.setup
+    if not (kind == "ncu" or (kind == "torch" and setup.timing_trials > 0)):
+        return None
+    first = data["timing_sets"][0] if data.get("timing_sets") else data["sets"][0]
+    kernels = tools.compiled_functions()
+    after, limit_s, to_device, clone_args = profiled_call.after_report, float(setup.profile_timeout_s), tools.to_device, tools.clone_args
+    return lambda: after(kind, model, to_device(clone_args(first), setup.device), setup.device, reporter, kernels,
+                         limit_s, profile_error)
+
+
+def _result(state: RunState) -> protocol.RunResult:
+    return protocol.RunResult(
+        structures=tuple(state.structures), output_meta=state.metas, ops=tuple(state.ops),
+        kernel_calls=state.kernel_calls, timer_patched=tuple(state.found["timer_patched"]),
+        harness_tampered=tuple(state.found["harness_tampered"]), threads_before=state.threads_before,
+        threads_after=state.threads_after, os_threads_before=state.os_threads_before,
+        os_threads_after=state.os_threads_after, new_tasks_refused=state.new_tasks_refused,
+        checks_installed=("kernel_calls", "op_policy"), timing=state.timing, timing_blocks=state.timing_blocks)

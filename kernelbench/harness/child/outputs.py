@@ -1,0 +1,55 @@
+"""What a child keeps of one forward call: its output flattened into plain dense CPU tensors with their
+metadata, and the record of a call the parent judges (the output and the arguments afterwards)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+
+def flatten_output(out: Any) -> tuple[str, list[Any], list[dict[str, Any]]]:
+    """(structure, plain dense CPU tensors, per-tensor metadata) of a forward's return value."""
+    import torch
+
+    if isinstance(out, (tuple, list)):
+        parts = [flatten_output(o) for o in out]
+        structure = "(" + ",".join(p[0] for p in parts) + ")"
+        return structure, [t for p in parts for t in p[1]], [m for p in parts for m in p[2]]
+    if not isinstance(out, torch.Tensor):
+        return f"<{type(out).__name__}>", [], []
+    try:
+        from torch._prims_common import is_non_overlapping_and_dense
+
+        dense = bool(is_non_overlapping_and_dense(out))
+    except Exception:
+        dense = bool(out.is_contiguous())
+    meta = {"type": type(out).__name__, "exact_tensor": type(out) is torch.Tensor, "dtype": str(out.dtype).replace("torch.", ""),
+            "shape": list(out.shape), "device": out.device.type, "dense": dense, "layout": str(out.layout)}
+    plain = torch.empty(tuple(out.shape), dtype=out.dtype)
+    plain.copy_(out.detach())
+    return "T", [plain], [meta]
+
+
+def sync(device: str) -> None:
+    if device == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def call_record(out: Any, args: list[Any]) -> dict[str, Any]:
+    """What the parent judges of one call: the output as plain dense tensors and the arguments after the call
+    (`protocol.CallRecord`'s fields; a plain dict, since `torch.load(weights_only=True)` reads no class)."""
+    import torch
+
+    return {"outputs": flatten_output(out)[1],
+            "inputs_after": [flatten_output(a)[1][0] if isinstance(a, torch.Tensor) else None for a in args]}
+
+
+def report_value(out: Any, buffers: list[Any]) -> bytes:
+    """The bytes the run child sends for one call (`report.Reporter.send_tensors` writes the same)."""
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(call_record(out, buffers), buf)
+    return buf.getvalue()

@@ -1,0 +1,136 @@
+"""The reference child (`reference` jobs): only the task's trusted `Model` runs here, never a candidate.
+
+It builds the input sets and the timing sets from the parent's seeds, computes reference outputs at full
+precision (TF32 off), the hidden check calls' outputs, and times the reference; it writes `inputs.pt` and
+`reference.pt`. With `paired` in the job (CPU), it times in blocks on the parent's word over inherited pipes
+(`timing.serve_blocks`, `kernelbench.harness.paired`), alive beside the candidate's run child.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable
+
+from kernelbench.harness import protocol
+from kernelbench.harness.child import profiled_call, timing
+from kernelbench.harness.child.outputs import flatten_output, report_value, sync
+
+
+def full_precision() -> None:
+    import torch
+
+    # DESIGN.md rule 3: PyTorch lets convolutions use TF32 by default, which alone misses a 1e-4 tolerance.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+
+
+def discard(label: str, out: Any, buffers: list[Any]) -> None:
+    """The reference's stand-in for the run child's report of a check or verification call: the same copies and
+    serialisation, thrown away, so both children do the same untimed work per block (`paired.unaccounted`)."""
+    report_value(out, buffers)
+
+
+def sink(job: protocol.ReferenceJob) -> Callable[[str, Any, list[Any]], None]:
+    """The reference's stand-in reports during paired timing: the same bytes the run child sends, written into a
+    pipe the parent drains and drops (`discard_fd`), so both children pay the same copies and pipe round trips
+    inside their blocks (`paired.unaccounted` compares what the blocks leave unaccounted for)."""
+    if job.discard_fd is None:
+        return discard
+    from kernelbench.harness import report
+
+    out = report.Reporter(job.discard_fd)
+    return lambda label, value, buffers: out.send_bytes("verify/0", report_value(value, buffers))
+
+
+def run_reference(job: protocol.ReferenceJob, scratch: str, reporter: Any = None) -> tuple[protocol.ReferenceResult, None]:
+    import torch
+
+    from kernelbench.harness.child.inputs import Seeds, clone_args, make_input_sets, make_timing_sets, to_device
+    from kernelbench.tasks.input_configs import labels, make_config_sets
+    from kernelbench.tasks.problem import load_problem
+    from kernelbench.tasks.task import Task
+
+    setup = job.setup
+    device = setup.device
+    torch.set_num_threads(setup.threads)
+    full_precision()
+    problem = load_problem(Task(**job.task.to_dict()), job.size)
+    seeds = Seeds(setup.init_seed, setup.input_seeds, setup.extra_seeds, job.timing_seeds)
+    torch.manual_seed(seeds.init_seed)
+    init_inputs = list(problem.get_init_inputs())
+    torch.manual_seed(seeds.init_seed)
+    model = problem.Model(*init_inputs).to(device)
+    sets = make_input_sets(problem.get_inputs, seeds)
+    timing_sets = make_timing_sets(problem.get_inputs, seeds) if setup.timing_trials > 0 else []
+    if setup.timing_trials > 0 and not timing_sets:  # no timing seeds (a baseline with no candidate to judge)
+        timing_sets = [clone_args(s) for s in sets[: setup.timing_input_sets]]
+    # correctness on every input configuration, timing on the first (kernelbench.tasks.input_configs): the other
+    # configurations' sets follow the first's in `sets`, so the run child treats them alike
+    more_sets, owners = make_config_sets(problem.configs, seeds)
+    set_configs, sets = [0] * len(sets) + owners, sets + more_sets
+    outputs, structures, timing_outputs = [], [], []
+    with torch.no_grad():
+        for s in sets:
+            structure, tensors, _ = flatten_output(model(*to_device(clone_args(s), device)))
+            outputs.append(tensors)
+            structures.append(structure)
+        for s in timing_sets:
+            timing_outputs.append(flatten_output(model(*to_device(clone_args(s), device)))[1])
+    timed = [to_device(s, device) for s in timing_sets]
+    checks = [tuple(c) for c in setup.timing_checks]
+    check_outputs: list[Any] = [None] * len(checks)
+    profile = setup.profile == "torch" and setup.timing_trials > 0
+    # as in the run child, whose profiler threads must exist before it counts threads
+    profile_error = profiled_call.warm_up(device) if profile else ""
+
+    def keep(label: str, out: Any, buffers: list[Any]) -> None:
+        check_outputs[int(label.split("/")[1])] = flatten_output(out)[1]
+
+    if checks:  # the expected outputs of the run child's hidden check calls: same code, same calls
+        timing.Measurement(model, timed, device, keep, checks).run_checks()
+    sync(device)
+    torch.save({"init_inputs": init_inputs, "sets": sets, "timing_sets": timing_sets}, os.path.join(scratch, "inputs.pt"))
+    torch.save({"outputs": outputs, "timing_outputs": timing_outputs, "check_outputs": check_outputs},
+               os.path.join(scratch, "reference.pt"))
+    counted: dict[str, Any] = {}
+    if setup.timing_trials > 0:  # speed of light: bytes and FLOPs of the timed configuration, counted here (trusted
+        from kernelbench.harness.child import work  # task code only; never in the candidate's child) and reported with the rest
+
+        counted = work.measured(model, to_device(clone_args((timing_sets or sets)[0]), device))
+    many = len(problem.configs) > 1
+    times: dict[str, Any] = dict(timing=None, timing_blocks=None, profile=None, compile_timing=None)
+    if setup.timing_trials > 0:
+        times.update(_timings(job, model, timed, device, checks, profile, profile_error))
+    return protocol.ReferenceResult(
+        structures=tuple(structures), work=counted.get("work", {}), work_error=counted.get("work_error", ""),
+        set_configs=tuple(set_configs) if many else (),
+        config_labels=tuple(labels(problem.configs, sets, set_configs)) if many else (), **times), None
+
+
+def _timings(job: protocol.ReferenceJob, model: Any, timed: list[Any], device: str, checks: list[Any], profile: bool,
+             profile_error: str) -> dict[str, Any]:
+    """The reference's timing (paired or in one go), its profiled call and its torch.compile baseline."""
+    import torch
+
+    from kernelbench.harness.child.inputs import clone_args
+
+    setup, found = job.setup, {}
+    if job.paired is not None:  # blocks on the parent's word, alternating with the candidate's (kernelbench.harness.paired)
+        m = timing.Measurement(model, timed, device, sink(job), checks)
+        blocks = timing.serve_blocks(m, setup.warmup_trials, timing.Channel(job.paired.read_fd, job.paired.write_fd))
+        if m.times_ms:
+            found["timing"] = protocol.Timing(**timing.stats(m.times_ms, setup.warmup_trials).to_dict())
+            found["timing_blocks"] = blocks
+    else:
+        st = timing.measure(model, timed, device, setup.warmup_trials, setup.timing_trials, setup.timing_budget_s,
+                            discard, checks, setup.min_trials)
+        found["timing"] = protocol.Timing(**st.to_dict())
+    if profile and timed:  # after the timing: one untimed call, the same way as the candidate's (kernelbench.harness.profiling)
+        found["profile"] = {"ok": False, "error": profile_error} if profile_error else \
+            profiled_call.report(model, clone_args(timed[0]), device, ())
+    if job.time_compile:
+        compiled = torch.compile(model)
+        st = timing.measure(compiled, timed, device, setup.warmup_trials, setup.timing_trials, setup.timing_budget_s,
+                            discard, checks, setup.min_trials)
+        found["compile_timing"] = protocol.Timing(**st.to_dict())
+    return found

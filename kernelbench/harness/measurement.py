@@ -1,0 +1,197 @@
+"""The run stage's measurement: the reference child and the candidate's run child, one after the other or, on
+CPU, alive together and timed in alternating blocks (`kernelbench.harness.paired`); the untimed Nsight Compute
+child; and the profile tables of a correct evaluation."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+from kernelbench.harness import build_manifest, builder, children, ncu, paired, profiling, protocol, report, sandbox
+from kernelbench.harness import triton_kernels
+from kernelbench.harness.child import worker
+from kernelbench.harness.child.inputs import Seeds, draw_seeds
+from kernelbench.harness.config import EvalConfig
+from kernelbench.harness.reference import (REFERENCE_FILE_MB, HarnessError, Reference, reference_from, reference_job,
+                                           run_reference)
+from kernelbench.harness.result import CORRECT
+from kernelbench.harness.staged import Staged
+from kernelbench.harness.verdict import RunVerdict, verdict
+
+def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch: str, collector: report.Collector,
+             pipes: paired.Pipes | None = None, profile: str = "") -> tuple[str, sandbox.ChildSpec, protocol.RunJob]:
+    """Scratch folder, child spec and job of the candidate's run child (inputs copied from the reference's)."""
+    config = staged.config
+    scratch = sandbox.make_scratch(slot.uid, prefix="ka-run-")
+    try:
+        shutil.copy(os.path.join(ref_scratch, "inputs.pt"), os.path.join(scratch, "inputs.pt"))
+        Path(scratch, "candidate.py").write_text(staged.src)
+        sandbox.give_tree(scratch, slot.uid)
+        kind = sandbox.sandbox_kind(config.require_sandbox)
+        binds = builder.run_binds(staged.build.entry_dir, scratch, slot.uid, kind, staged.build.pch_dir)
+        manifest = staged.manifest
+        if manifest is None:  # a Staged made elsewhere: the build as it is now, never none at all
+            manifest = build_manifest.record(os.path.join(staged.build.entry_dir, "ext"))
+        job = protocol.RunJob(nonce=secrets.token_hex(16), setup=children.setup(config, seeds, profile),
+                              candidate="candidate.py", pch_dir=staged.build.pch_dir,
+                              triton=triton_kernels.uses_triton(staged.src), build_manifest=manifest,
+                              report_fd=collector.write_fd,
+                              paired=protocol.PipeFds(**pipes.job_fields()) if pipes else None)
+        # the report holds every call's output and arguments afterwards: a few times inputs.pt
+        collector.max_bytes = 8 * os.path.getsize(os.path.join(scratch, "inputs.pt")) + (64 << 20)
+        fds = (pipes.child_fds if pipes else ()) + (collector.write_fd,)
+        spec = children.child_spec(config, scratch, job, binds, os.path.join(staged.build.entry_dir, "ext"),
+                           max_file_mb=64, pass_fds=fds)
+    except BaseException:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise
+    return scratch, spec, job
+
+
+def run_candidate(staged: Staged, ref: Reference, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch: str) -> RunVerdict:
+    """The candidate's run child after the reference's (timed one after the other)."""
+    collector = report.Collector(0)
+    try:
+        scratch, spec, job = _run_job(staged, seeds, slot, ref_scratch, collector)
+        try:
+            child = sandbox.start_child(spec, slot, staged.config.require_sandbox)
+            collector.started()
+            out = child.wait()  # ends with every process of the sandbox killed
+            return verdict(staged, ref, out, collector.finish(trailer=_trailer(job)), job)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    finally:
+        collector.close()
+
+
+def _with_ncu(staged: Staged, judged: RunVerdict, seeds: Seeds, slot: sandbox.SlotLease,
+              ref_scratch: str) -> RunVerdict:
+    """Nsight Compute's counters for a correct candidate's kernels (`--profile ncu`): a second run child, not
+    timed, under ncu (`kernelbench.harness.ncu`). Anything that goes wrong is a note on the profile, never the verdict."""
+    path = ncu.find()
+    if not path:
+        return replace(judged, profile_note=_joined(judged.profile_note, "ncu: Nsight Compute is not installed"))
+    collector = report.Collector(0)
+    try:
+        scratch, spec, job = _run_job(replace(staged, config=replace(staged.config, timing_trials=0)), seeds, slot,
+                                      ref_scratch, collector, profile="ncu")
+        try:
+            spec = replace(spec, argv=ncu.command(path, spec.argv, os.path.join(scratch, ncu.LOG_FILE)))
+            child = sandbox.start_child(spec, slot, staged.config.require_sandbox)
+            collector.started()
+            out = child.wait()
+            collector.finish()
+            try:
+                rows = ncu.read_log(os.path.join(scratch, ncu.LOG_FILE))
+            except (OSError, ValueError) as e:
+                tail = out.stderr_tail.strip().splitlines()[-1:] or [""]
+                return replace(judged, profile_note=_joined(judged.profile_note, f"ncu: {e}; {tail[0][:200]}"))
+            return replace(judged, profile=replace(judged.profile, ncu_rows=rows))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    except Exception as e:  # the harness's own failure here is the profile's, not the verdict's
+        return replace(judged, profile_note=_joined(judged.profile_note, f"ncu: {type(e).__name__}: {e}"[:300]))
+    finally:
+        collector.close()
+
+
+def _joined(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+def profile_tables(config: EvalConfig, ref: Reference | None, judged: RunVerdict) -> profiling.Profile:
+    """Both tables of a correct, timed evaluation, and why any asked-for part is missing (empty otherwise)."""
+    if config.profile not in ("torch", "ncu") or judged.status != CORRECT or config.timing_trials <= 0:
+        return profiling.Profile()
+    notes = [judged.profile_note]
+    reference = profiling.ProfileTable()
+    try:
+        reference = profiling.table_from_report((ref.profile if ref else {}) or {"error": "no reference profile"})
+    except ValueError as e:
+        notes.append(f"reference: {e}")
+    tool = "torch.profiler+ncu" if config.profile == "ncu" and config.device == "cuda" else "torch.profiler"
+    return profiling.Profile(candidate=judged.profile, reference=reference, tool=tool, unavailable=_joined(*notes))
+
+
+def _trailer(job: protocol.RunJob) -> str:
+    return report.PROFILE_LABEL if job.setup.profile else ""
+
+
+def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tuple[RunVerdict, Reference]:
+    """Reference and candidate children alive together, timed in alternating blocks (kernelbench.harness.paired).
+
+    The reference runs as a second slot's uid, so the candidate cannot signal it even without bubblewrap's
+    pid namespace, and freezing the candidate's uid never touches it.
+    """
+    config = staged.config
+    ref_pipes, cand_pipes = paired.Pipes(), paired.Pipes()
+    collector = report.Collector(0)
+    sink = report.Collector(0)  # the reference's stand-in reports: drained, dropped
+    running: list[sandbox.RunningChild] = []
+    with sandbox.SlotLease() as ref_slot:
+        ref_scratch = sandbox.make_scratch(ref_slot.uid, prefix="ka-ref-")
+        scratch = ""
+        try:
+            ref_job = reference_job(staged.task, config, seeds, ref_pipes, sink.write_fd)
+            # alive for its own work, the candidate's whole run and the torch.compile baseline after it
+            ref_spec = children.child_spec(config, ref_scratch, ref_job, max_file_mb=REFERENCE_FILE_MB,
+                                   pass_fds=ref_pipes.child_fds + (sink.write_fd,), timeout_s=3 * config.run_timeout_s)
+            ref_child = sandbox.start_child(ref_spec, ref_slot, config.require_sandbox)
+            running.append(ref_child)
+            ref_pipes.started()
+            sink.started()
+            ref_call_ms = paired.ready_ms(ref_pipes.receive(ref_child.deadline))
+            if ref_call_ms is None:  # the reference failed before timing: its result says why
+                reference_from(staged.task, ref_child.wait(), worker.read_result(ref_scratch, ref_job.nonce), ref_scratch)
+                raise HarnessError(f"reference of task {staged.task.id} never became ready for paired timing")
+            scratch, spec, job = _run_job(staged, seeds, slot, ref_scratch, collector, cand_pipes)
+            cand_child = sandbox.start_child(spec, slot, config.require_sandbox)
+            running.append(cand_child)
+            cand_pipes.started()
+            collector.started()
+            cand_call_ms = paired.ready_ms(cand_pipes.receive(cand_child.deadline))
+            pairing = None
+            if cand_call_ms is not None:
+                pairing = paired.run_rounds(ref_pipes, ref_child, cand_pipes, cand_child, paired.plan(
+                    config.timing_trials, config.timing_rounds, config.run_timeout_s / 4, ref_call_ms, cand_call_ms,
+                    config.min_timing_trials))
+            cand_pipes.send("E")
+            out = cand_child.wait()  # every process of its sandbox killed (past its deadline: a timeout)
+            frames = collector.finish(trailer=_trailer(job))
+            ref_pipes.send("E")  # the torch.compile baseline (if asked) runs now, with the candidate gone
+            ref = reference_from(staged.task, ref_child.wait(), worker.read_result(ref_scratch, ref_job.nonce),
+                                 ref_scratch, pairing.rounds_done if pairing else 0)
+            if pairing is not None and pairing.stopped == paired.REFERENCE_STOPPED:
+                raise HarnessError(f"reference of task {staged.task.id} stopped during paired timing")
+            return verdict(staged, ref, out, frames, job, True, pairing), ref
+        finally:
+            for child in running:
+                child.kill()
+            ref_pipes.close()
+            cand_pipes.close()
+            collector.close()
+            sink.close()
+            shutil.rmtree(ref_scratch, ignore_errors=True)
+            if scratch:
+                shutil.rmtree(scratch, ignore_errors=True)
+
+
+def measure_once(staged: Staged, slot: sandbox.SlotLease) -> tuple[RunVerdict, Reference | None, Seeds]:
+    config = staged.config
+    seeds = draw_seeds(config.correctness_trials, config.extra_distribution_trials,
+                       config.timing_input_sets if config.timing_trials > 0 else 0)
+    if children.paired(config):
+        judged, ref = _measure_paired(staged, slot, seeds)
+        return judged, ref, seeds
+    ref_scratch = sandbox.make_scratch(slot.uid, prefix="ka-ref-")
+    try:
+        ref = run_reference(staged.task, config, seeds, slot, ref_scratch)
+        judged = run_candidate(staged, ref, seeds, slot, ref_scratch)
+        if config.profile == "ncu" and config.device == "cuda" and judged.status == CORRECT:
+            judged = _with_ncu(staged, judged, seeds, slot, ref_scratch)
+        return judged, ref, seeds
+    finally:
+        shutil.rmtree(ref_scratch, ignore_errors=True)

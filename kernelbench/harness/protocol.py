@@ -1,0 +1,360 @@
+"""The messages between the parent and its sandboxed children: the job the parent writes, the report a child
+sends back. Both ends are written against these frozen records; the wire is JSON.
+
+- Jobs (parent -> child, `SCRATCH/job.json`, read and deleted by the child before any candidate code runs):
+  `CompileJob`, `ReferenceJob`, `RunJob`, told apart by their `mode` key (`job_from_dict`).
+- Reports (child -> parent): `CompileReport` and `RunReport` over the parent's report pipe
+  (`kernelbench.harness.report`: framing, nonce, ordering rules), `ReferenceReport` in the reference child's
+  `result.json` (trusted task code only, `worker.read_result`). A report carries either a `Fault` (an
+  exception stopped the child) or the mode's result, never both.
+
+Why strict: string-keyed dicts read with `.get(key, default)` turned a key one end forgot to write into a
+silent default the verdict was computed from (STYLE.md). `from_dict` requires exactly the fields of the record
+(a missing or an unknown key raises `ProtocolError`) and checks each value's type against the annotation;
+`to_dict` writes every field. A report of a child that ran candidate code is untrusted bytes: the parent reads
+one that does not decode exactly as it reads a missing one (`decode_untrusted`).
+
+Imports only the standard library: the child imports it before the candidate, and cheaply.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+R = TypeVar("R")
+
+
+class ProtocolError(ValueError):
+    """A message that is not exactly one of the records below (missing, unknown or mistyped field)."""
+
+
+# --- the codec: every record below goes through these two functions ------------------------------------
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def to_plain(value: Any) -> Any:
+    """A record (or a value inside one) as JSON-ready lists, dicts and scalars."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [to_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_plain(v) for k, v in value.items()}
+    return value
+
+
+def from_plain(cls: type[R], data: Any, where: str = "") -> R:
+    """`cls` built from `data`, exactly: every field present, no other key, each value of its annotated type."""
+    where = where or cls.__name__
+    if not isinstance(data, dict):
+        raise ProtocolError(f"{where}: expected an object, got {type(data).__name__}")
+    names = [f.name for f in dataclasses.fields(cls)]
+    missing = [n for n in names if n not in data]
+    unknown = [k for k in data if k not in names]
+    if missing or unknown:
+        raise ProtocolError(f"{where}: missing fields {missing}, unknown fields {sorted(map(str, unknown))}")
+    hints = _hints(cls)
+    return cls(**{n: _value(hints[n], data[n], f"{where}.{n}") for n in names})
+
+
+def _value(tp: Any, value: Any, where: str) -> Any:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (types.UnionType, typing.Union):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _value(inner, value, where)
+    if dataclasses.is_dataclass(tp):
+        return from_plain(tp, value, where)
+    if origin in (tuple, list):
+        if not isinstance(value, list):
+            raise ProtocolError(f"{where}: expected a list, got {type(value).__name__}")
+        if origin is list:
+            return [_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        if len(value) != len(args):
+            raise ProtocolError(f"{where}: expected {len(args)} items, got {len(value)}")
+        return tuple(_value(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ProtocolError(f"{where}: expected an object, got {type(value).__name__}")
+        return {k: _value(args[1], v, f"{where}[{k!r}]") for k, v in value.items()}
+    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if tp in (int, str, bool) and isinstance(value, tp) and (tp is bool or not isinstance(value, bool)):
+        return value
+    raise ProtocolError(f"{where}: expected {getattr(tp, '__name__', tp)}, got {type(value).__name__}")
+
+
+class Record:
+    """`to_dict` / `from_dict` of a frozen record (the codec above)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_plain(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Any:
+        return from_plain(cls, data)
+
+
+# --- jobs (parent -> child) --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PipeFds(Record):
+    """The child's ends of paired timing's two pipes (`kernelbench.harness.paired.Pipes`, `timing.Channel`)."""
+
+    read_fd: int
+    write_fd: int
+
+
+@dataclass(frozen=True)
+class TaskFields(Record):
+    """The task as the reference child rebuilds it (`kernelbench.tasks.task.Task`)."""
+
+    id: str
+    level: int
+    name: str
+    origin: str
+    source: str
+    path: str
+    op_policy: str
+
+
+@dataclass(frozen=True)
+class Setup(Record):
+    """What the reference and the run child of one evaluation share: device, seeds, trial counts, profiling."""
+
+    device: str
+    threads: int
+    """torch's intra-op threads (`EvalConfig.threads`)."""
+    init_seed: int
+    input_seeds: tuple[int, ...]
+    extra_seeds: tuple[int, ...]
+    warmup_trials: int
+    timing_trials: int
+    """0: no timing (correctness only)."""
+    timing_input_sets: int
+    timing_budget_s: float
+    min_trials: int
+    timing_checks: tuple[tuple[int, int], ...]
+    """(timing set, seed) of each hidden check call among the timed trials (`evaluate` draws them)."""
+    profile: str
+    """"" (none), "torch" or, for the untimed run child under Nsight Compute, "ncu"."""
+    profile_timeout_s: float
+
+
+@dataclass(frozen=True)
+class CompileJob(Record):
+    """Import the candidate (its `load_inline` calls build into TORCH_EXTENSIONS_DIR)."""
+
+    mode: ClassVar[str] = "compile"
+    nonce: str
+    device: str
+    candidate: str
+    """The candidate's file name in the scratch folder."""
+    pch_dir: str
+    """Precompiled headers the build may use ("" when none)."""
+    report_fd: int
+    """The write end of the parent's report pipe (`report.Collector`)."""
+
+
+@dataclass(frozen=True)
+class ReferenceJob(Record):
+    """Run the task's trusted `Model`: inputs, reference outputs, reference timing."""
+
+    mode: ClassVar[str] = "reference"
+    nonce: str
+    setup: Setup
+    task: TaskFields
+    size: str
+    time_compile: bool
+    """Also time `torch.compile(Model)` (`EvalConfig.time_compile_baseline`)."""
+    timing_seeds: tuple[int, ...]
+    paired: PipeFds | None
+    """Paired timing's pipes (CPU), None when timed in one go."""
+    discard_fd: int | None
+    """Paired timing: the pipe its stand-in reports go to (drained and dropped), None otherwise."""
+
+
+@dataclass(frozen=True)
+class RunJob(Record):
+    """Run the candidate on the reference's inputs; every output goes over the report pipe."""
+
+    mode: ClassVar[str] = "run"
+    nonce: str
+    setup: Setup
+    candidate: str
+    pch_dir: str
+    triton: bool
+    """The candidate launches Triton kernels (`triton_kernels.uses_triton`)."""
+    build_manifest: dict[str, dict[str, str]]
+    """The build folder as the parent recorded it: all the child may load (`build_manifest`)."""
+    report_fd: int
+    paired: PipeFds | None
+
+
+Job = CompileJob | ReferenceJob | RunJob
+JOBS: dict[str, type] = {c.mode: c for c in (CompileJob, ReferenceJob, RunJob)}
+
+
+def job_to_dict(job: Job) -> dict[str, Any]:
+    return {"mode": job.mode, **job.to_dict()}
+
+
+def job_from_dict(data: Any) -> Job:
+    """The job of `data["mode"]`, exactly (`ProtocolError` otherwise)."""
+    if not isinstance(data, dict) or data.get("mode") not in JOBS:
+        raise ProtocolError(f"no job of mode {data.get('mode') if isinstance(data, dict) else data!r}")
+    fields = dict(data)
+    return from_plain(JOBS[fields.pop("mode")], fields)
+
+
+# --- reports (child -> parent) -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fault(Record):
+    """Why a child stopped before the end of its job: an exception escaped (the candidate's, or the task's)."""
+
+    phase: str
+    """Where: `import`, `format` (compile child), `init`, `forward`, `timing`, `trace` (run child), `unknown`."""
+    error: str
+    """`Type: message`, bounded."""
+    error_type: str
+    oom: bool
+    """An allocation failure (`worker.OOM_MARKERS`)."""
+    traceback: str
+
+
+@dataclass(frozen=True)
+class Timing(Record):
+    """Trial times of one model in milliseconds (`timing.TimingStats`, field for field)."""
+
+    median_ms: float
+    mean_ms: float
+    std_ms: float
+    min_ms: float
+    total_ms: float
+    trials: int
+    warmup: int
+
+
+@dataclass(frozen=True)
+class TaskRefusal(Record):
+    """Which layers of the run child's refusal of new threads and processes took effect
+    (`spawn_guard.refuse_new_tasks`); `refused`: a probe thread failed to start."""
+
+    rlimit: bool
+    seccomp: bool
+    refused: bool
+
+
+@dataclass(frozen=True)
+class CompileReport(Record):
+    nonce: str
+    fault: Fault | None
+    """None: imported, and `ModelNew` is a class."""
+
+
+@dataclass(frozen=True)
+class ReferenceResult(Record):
+    """What the reference child measured (its outputs are in `reference.pt`, its inputs in `inputs.pt`)."""
+
+    structures: tuple[str, ...]
+    """Each input set's output structure (`outputs.flatten_output`)."""
+    work: dict[str, Any]
+    """Bytes and FLOPs of the timed configuration (`work.Work.to_dict`); {} when not counted."""
+    work_error: str
+    """Why counting failed ("" when it did not or was not asked)."""
+    set_configs: tuple[int, ...]
+    """Input configuration of each correctness set; empty: the task has one configuration."""
+    config_labels: tuple[str, ...]
+    timing: Timing | None
+    """The timed trials; None when not timed."""
+    timing_blocks: list[list[float]] | None
+    """Paired timing: each block's trial times; None when timed in one go."""
+    profile: dict[str, Any] | None
+    """The profile report of one untimed call (`profiling.table_from_report`); None when not asked."""
+    compile_timing: Timing | None
+    """The same trials of `torch.compile(Model)`; None when not asked."""
+
+
+@dataclass(frozen=True)
+class ReferenceReport(Record):
+    nonce: str
+    fault: Fault | None
+    result: ReferenceResult | None
+
+
+@dataclass(frozen=True)
+class RunResult(Record):
+    """What the run child recorded of the candidate; its outputs travel in frames of their own."""
+
+    structures: tuple[str, ...]
+    output_meta: list[list[dict[str, Any]]]
+    """Per input set, per output tensor: type, dtype, shape, device, density, layout (`outputs.flatten_output`)."""
+    ops: tuple[str, ...]
+    """The aten ops of one traced forward (`op_policy.OpTracer`)."""
+    kernel_calls: int
+    """Calls of the candidate's compiled functions during the trace (`kernel_calls.count`)."""
+    timer_patched: tuple[str, ...]
+    harness_tampered: tuple[str, ...]
+    """What the candidate rebound, phase by phase (`snapshot.Snapshot`)."""
+    threads_before: int
+    threads_after: int
+    os_threads_before: int
+    os_threads_after: int
+    new_tasks_refused: TaskRefusal | None
+    """None in the untimed child Nsight Compute profiles (it refuses nothing)."""
+    checks_installed: tuple[str, ...]
+    timing: Timing | None
+    timing_blocks: list[list[float]] | None
+
+
+@dataclass(frozen=True)
+class RunReport(Record):
+    nonce: str
+    build_refused: tuple[str, ...]
+    """Builds the child refused to load or run (`build_manifest.REFUSED`), caught by the candidate or not."""
+    fault: Fault | None
+    result: RunResult | None
+
+
+@dataclass(frozen=True)
+class CallRecord(Record):
+    """One call the run child reports in a frame of its own (`forward/i`, `check/j`, `verify/k`): the output as
+    plain dense CPU tensors, and the arguments after the call (None for an argument that is no tensor). The
+    frame is `torch.save` bytes of this shape (`outputs.call_record`), read with `torch.load(weights_only=True)`."""
+
+    outputs: list[Any]
+    inputs_after: list[Any]
+
+
+def decode_untrusted(cls: type[R], data: Any, nonce: str) -> R | None:
+    """A report from a child that ran candidate code: the record when `data` decodes exactly, carries `nonce`
+    and holds exactly one of `fault` / `result` (when it has both fields); otherwise None, read as no report
+    (the candidate shares the process that wrote it: a malformed report is never a default)."""
+    try:
+        report = from_plain(cls, data)
+    except (ProtocolError, TypeError, ValueError):
+        return None
+    if getattr(report, "nonce") != nonce:
+        return None
+    if hasattr(report, "result") and (report.fault is None) == (report.result is None):
+        return None
+    return report

@@ -1,0 +1,105 @@
+"""The reference's side of the run stage, in the parent: the job of the reference child (trusted task code only,
+`kernelbench.harness.child.reference`), and the `Reference` record the parent keeps of it: timing, outputs,
+inputs, work and profile."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelbench.harness import children, paired, protocol, sandbox
+from kernelbench.harness.child import worker
+from kernelbench.harness.child.inputs import Seeds
+from kernelbench.harness.config import EvalConfig
+from kernelbench.tasks.task import Task
+
+
+class HarnessError(RuntimeError):
+    """The harness could not evaluate (the task's reference failed, the sandbox is missing): not the candidate's fault."""
+
+
+REFERENCE_FILE_MB = 1 << 16
+"""The reference child runs trusted task code; its input and output files grow with the task (GPU sizes
+reach gigabytes), so only a generous bound applies to it."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    timing: dict[str, float]
+    compile_timing: dict[str, float]
+    structures: list[str]
+    inputs: dict[str, Any]
+    outputs: list[list[Any]]
+    block_medians_ms: tuple[float, ...] = ()
+    """Paired timing: the median of each block (empty when timed in one go)."""
+    blocks_ms: tuple[tuple[float, ...], ...] = ()
+    """Paired timing: each block's trial times (for `paired.unaccounted`)."""
+    check_outputs: list[list[Any]] = field(default_factory=list)
+    """Outputs of the hidden check calls' inputs (`children.timing_checks`), computed by the reference."""
+    timing_outputs: list[list[Any]] = field(default_factory=list)
+    """Outputs of the timing base sets (what the verification round must return)."""
+    work: dict[str, Any] = field(default_factory=dict)
+    """Bytes and FLOPs of the timed configuration (`kernelbench.harness.child.work.Work.to_dict`), {} when not counted."""
+    profile: dict[str, Any] = field(default_factory=dict)
+    """The reference child's profile report of one untimed call (`profiling.table_from_report`); {} when none."""
+    set_configs: tuple[int, ...] = ()
+    """Input configuration of each correctness set (`kernelbench.tasks.input_configs`); empty: one configuration."""
+    config_labels: tuple[str, ...] = ()
+    """How feedback names each configuration (its constants and input shapes, never its seeds)."""
+
+    def where(self, i: int) -> str:
+        """`input set i`, with its configuration when the task has more than one."""
+        if i < len(self.set_configs) and self.set_configs[i] < len(self.config_labels):
+            return f"input set {i}, {self.config_labels[self.set_configs[i]]}"
+        return f"input set {i}"
+
+
+def reference_job(task: Task, config: EvalConfig, seeds: Seeds, pipes: paired.Pipes | None = None,
+                  discard_fd: int | None = None) -> protocol.ReferenceJob:
+    """The reference child's job; `pipes` and `discard_fd` for paired timing."""
+    task_fields = protocol.TaskFields(id=task.id, level=task.level, name=task.name, origin=task.origin,
+                                      source=task.source, path=task.path, op_policy=task.op_policy)
+    return protocol.ReferenceJob(
+        nonce=secrets.token_hex(16), setup=children.setup(config, seeds), task=task_fields, size=config.size,
+        time_compile=config.time_compile_baseline, timing_seeds=tuple(seeds.timing_seeds),
+        paired=protocol.PipeFds(**pipes.job_fields()) if pipes else None, discard_fd=discard_fd)
+
+
+def _load(path: str) -> dict[str, Any]:
+    import torch
+
+    return torch.load(path, weights_only=True)
+
+
+def reference_from(task: Task, out: sandbox.ChildOutcome, report: protocol.ReferenceReport | None, scratch: str,
+                   rounds: int = 0) -> Reference:
+    """The parent's record of a finished reference child; `rounds`: paired rounds the candidate completed."""
+    res = report.result if report is not None else None
+    if res is None:
+        if not out.started:
+            raise HarnessError(children.not_started(out, "reference"))
+        why = "timed out" if out.timed_out else (report.fault.error if report and report.fault and report.fault.error
+                                                 else f"exit {out.returncode}: {out.stderr_tail[-800:]}")
+        raise HarnessError(f"reference of task {task.id} failed: {why}")
+    blocks = res.timing_blocks
+    # the candidate may stop after the reference's block of a round: that round is left out
+    medians = paired.block_medians(blocks[:rounds], rounds) if rounds and blocks is not None else None
+    saved = _load(os.path.join(scratch, "reference.pt"))
+    return Reference(timing=res.timing.to_dict() if res.timing else {},
+                     compile_timing=res.compile_timing.to_dict() if res.compile_timing else {},
+                     structures=list(res.structures), inputs=_load(os.path.join(scratch, "inputs.pt")),
+                     outputs=saved["outputs"], check_outputs=saved["check_outputs"],
+                     timing_outputs=saved["timing_outputs"], block_medians_ms=tuple(medians or ()),
+                     blocks_ms=tuple(tuple(float(t) for t in b) for b in blocks[:rounds]) if medians else (),
+                     work=res.work, profile=res.profile or {}, set_configs=res.set_configs,
+                     config_labels=res.config_labels)
+
+
+def run_reference(task: Task, config: EvalConfig, seeds: Seeds, slot: sandbox.SlotLease, scratch: str) -> Reference:
+    """The trusted reference in its own sandboxed child; writes inputs.pt into `scratch`."""
+    job = reference_job(task, config, seeds)
+    spec = children.child_spec(config, scratch, job, max_file_mb=REFERENCE_FILE_MB)
+    out = sandbox.run_child(spec, slot, config.require_sandbox)
+    return reference_from(task, out, worker.read_result(scratch, job.nonce), scratch)
