@@ -13,12 +13,25 @@ from train.config import SFTConfig, TrainConfig, load_config, to_dict
 WARM_START_CACHE = os.path.expanduser("~/.cache/kernel-agent/warm-start")
 
 
+def warm_start_key(sft_config: SFTConfig) -> str:
+    """The cache key of a warm start: its SFT settings and the examples it learns from, prompt and answer.
+
+    Why the examples: a task file or a reference solution that changes (a comment, a new `INPUT_CONFIGS` line)
+    changes every prompt the tiny model was trained on, and a warm start trained on the old text answers the new
+    prompt with noise: the pipeline then probed 0 fast and 0 slow answers of 16 and every RL reward was 0."""
+    from train import sft
+
+    examples = [[e.prompt, e.answer] for e in sft.load_examples(replace(sft_config, out=""))]
+    blob = json.dumps({"config": to_dict(replace(sft_config, out="")), "examples": examples}, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
 def ensure_warm_start(preset: str, config: TrainConfig, say=print) -> TrainConfig:
-    """`config` with `model` set to the preset's SFT output, trained once and cached by the SFT config's hash."""
+    """`config` with `model` set to the preset's SFT output, trained once and cached by `warm_start_key`."""
     from train import sft
 
     sft_config = load_config(SFTConfig, preset, "sft")
-    key = hashlib.sha256(json.dumps(to_dict(replace(sft_config, out="")), sort_keys=True).encode()).hexdigest()[:16]
+    key = warm_start_key(sft_config)
     out = os.path.join(WARM_START_CACHE, key)
     os.makedirs(WARM_START_CACHE, exist_ok=True)
     import fcntl
