@@ -3,8 +3,9 @@
     kernel-agent train --preset cpu-tiny --pipeline --out runs/cpu-tiny      (or scripts/demo.sh)
 
 A tiny Qwen3 is warm-started on the reference solutions of a few built-in CPU tasks, two of which have a
-faster (`cpu/`) and a slower (`cpu_slow/`) correct solution, until it reproduces them; it then starts near
-50/50 between the two kernels. RL with the harness scoring speed should move it toward the faster one.
+faster (`cpu/`) and a slower (`cpu_slow/`) correct solution, until it reproduces them; it then starts
+between the two kernels, in the proportion the data gives them (`slow_copies`). RL with the harness scoring
+speed should move it toward the faster one.
 That is measured, not assumed: the report shows the reward curve of every step, and a probe that samples
 each training task before and after RL and counts answers identical to the fast solution, the slow
 solution, or neither. The held-out bench runs through `evals` (the tiny model has never seen those tasks,

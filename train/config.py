@@ -59,8 +59,8 @@ class SFTConfig:
     """Solution folders to draw from (`cpu`, `cpu_slow`, `cuda`); a task with two kinds gets both."""
     slow_copies: int = 1
     """Copies of each `cpu_slow` answer in the solutions data. A memoriser splits its probability by how often
-    each answer appears: 1 starts the policy near 50/50 between the fast and the slow kernel (measured 4 fast
-    / 3 slow of 8 samples), 2 near 1/3 fast, so that RL has to move the share to show it learned."""
+    each answer appears: 1 starts the policy near 50/50 between the fast and the slow kernel, 4 near 1/5 fast
+    (the cpu-tiny preset), so that RL has to move the share to show it learned."""
     only_correct: bool = True
     """From trajectories: keep only turns the harness judged correct."""
     min_speedup: float = 0.0
