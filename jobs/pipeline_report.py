@@ -88,12 +88,8 @@ def write_pipeline_report(out: str, summary: dict[str, Any]) -> str:
     if sft:
         lines += ["## Warm start", "", f"{sft.get('examples')} examples, {sft.get('steps')} steps, final loss "
                   f"{sft.get('final_loss', 0):.5f} (floor {sft.get('loss_floor', 0):.5f}), {sft.get('train_s', 0):.0f} s."]
-        from train.config import SFTConfig
-
-        check_t = (summary.get("sections") or {}).get("sft", {}).get("check_temperature",
-                                                                      SFTConfig.check_temperature)
         for c in sft.get("checks", ()):  # SFT's own check, at its `check_temperature` (the probes use RL's)
-            lines.append(f"- {c['task_id']}: {c['samples']} samples at T={check_t}: exact {c['exact']}, "
+            lines.append(f"- {c['task_id']}: {c['samples']} samples at T={c.get('temperature', '?')}: exact {c['exact']}, "
                          f"parseable {c['parseable']}")
         lines.append("")
     built = {k: v for k, v in (summary.get("prebuild") or {}).items() if isinstance(v, dict)}

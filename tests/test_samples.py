@@ -190,3 +190,27 @@ def test_pipeline_report_states_plainly_whether_it_learned(tmp_path):
     assert "**It learned" in text and "0.19 before RL to 0.75 after" in text
     summary["probe_after"] = probe(8)
     assert "**It did not learn" in open(write_pipeline_report(str(tmp_path), summary)).read()
+
+
+def test_the_warm_starts_own_check_records_and_reports_its_temperature(tmp_path):
+    """SFT's sample check runs a real (untrained, tiny) model; the report names the check's temperature, which
+    is SFT's `check_temperature`, not the RL run's."""
+    from grpo_synthetic import build_tiny_dir
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from jobs.pipeline_report import write_pipeline_report
+    from train.sft import Example, check_samples
+
+    d = build_tiny_dir(str(tmp_path / "model"))
+    model, tok = AutoModelForCausalLM.from_pretrained(d), AutoTokenizer.from_pretrained(d)
+    ex = Example("L1/26_matrix_scalar_multiply", "cpu", [{"role": "user", "content": "scale A"}], "```python\nx\n```")
+    (check,) = check_samples(model, tok, [ex], samples=2, temperature=0.55, max_tokens=4)
+    assert check.to_dict()["temperature"] == 0.55 and check.samples == 2
+    rl = tmp_path / "rl"
+    rl.mkdir()
+    (rl / "metrics.jsonl").write_text("")
+    probe = {"tasks": {}, "samples": 0, "fast_share": 0.0}
+    summary = {"preset": "cpu-tiny", "walls": {"total_s": 1.0}, "wall_s": 1.0, "probe_before": probe,
+               "probe_after": probe, "bench": {"source": "failed", "error": "x"}, "rl_out": str(rl),
+               "sft": {"examples": 1, "steps": 1, "checks": [check.to_dict()]}}
+    assert "2 samples at T=0.55:" in open(write_pipeline_report(str(tmp_path), summary)).read()

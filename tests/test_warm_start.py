@@ -20,6 +20,18 @@ def test_key_changes_with_the_examples_and_with_the_settings(monkeypatch):
     assert warm_start_key(SFTConfig()) != base  # a task file that changed: trained anew
 
 
+def test_key_changes_with_the_code_that_trains_it(monkeypatch, tmp_path):
+    from train import warm_start
+
+    code = tmp_path / "sft.py"
+    code.write_text("STEP = 1\n")
+    monkeypatch.setattr(sft, "load_examples", lambda config: [])
+    monkeypatch.setattr(warm_start, "KEY_SOURCES", (str(code),))
+    base = warm_start_key(SFTConfig())
+    code.write_text("STEP = 2\n")
+    assert warm_start_key(SFTConfig()) != base  # edited training code: the cached model is not reused
+
+
 def test_key_of_the_cpu_tiny_preset_reads_its_real_examples():
     from train.config import load_config
 

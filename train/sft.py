@@ -214,9 +214,12 @@ class SampleCheck:
     """Answers whose code equals a training answer's code, by that answer's source (`cpu`, `cpu_slow`...)."""
     parseable: int
     """Answers `agent.parsing` accepts (a python block defining ModelNew), exact ones included."""
+    temperature: float
+    """Sampling temperature of the check (`SFTConfig.check_temperature`, not necessarily the RL run's)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "samples": self.samples, "exact": dict(self.exact), "parseable": self.parseable}
+        return {"task_id": self.task_id, "samples": self.samples, "exact": dict(self.exact), "parseable": self.parseable,
+                "temperature": self.temperature}
 
 
 def check_samples(model: Any, tokenizer: Any, examples: list[Example], samples: int, temperature: float,
@@ -245,7 +248,8 @@ def check_samples(model: Any, tokenizer: Any, examples: list[Example], samples: 
                 if parsed.ok and parsed.code.strip() == code:
                     exact[k] += 1
                     break
-        checks.append(SampleCheck(task_id=group[0].task_id, samples=samples, exact=exact, parseable=parseable))
+        checks.append(SampleCheck(task_id=group[0].task_id, samples=samples, exact=exact, parseable=parseable,
+                                  temperature=temperature))
     return checks
 
 
@@ -309,7 +313,7 @@ def main(config: SFTConfig, say=print) -> SFTResult:
         with open(os.path.join(config.out, "check.json"), "w", encoding="utf-8") as f:
             json.dump([c.to_dict() for c in checks], f, indent=1)
         for c in checks:
-            say(f"sft check {c.task_id}: {c.samples} samples at T={config.check_temperature}: exact {c.exact}, "
+            say(f"sft check {c.task_id}: {c.samples} samples at T={c.temperature}: exact {c.exact}, "
                 f"parseable {c.parseable}")
     wall = time.perf_counter() - t0
     return SFTResult(out_dir=config.out, steps=len(stopper.losses), final_loss=final, wall_s=wall, examples=len(kept),

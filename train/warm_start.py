@@ -13,16 +13,25 @@ from train.config import SFTConfig, TrainConfig, load_config, to_dict
 WARM_START_CACHE = os.path.expanduser("~/.cache/kernel-agent/warm-start")
 
 
+KEY_SOURCES = tuple(str(Path(__file__).with_name(name)) for name in ("sft.py", "tiny_model.py"))
+"""The code that trains a warm start (the SFT stage, the tiny model and its tokenizer): part of its key."""
+
+
 def warm_start_key(sft_config: SFTConfig) -> str:
-    """The cache key of a warm start: its SFT settings and the examples it learns from, prompt and answer.
+    """The cache key of a warm start: its SFT settings, the examples it learns from (prompt and answer), and
+    the code that trains it (`KEY_SOURCES`).
 
     Why the examples: a task file or a reference solution that changes (a comment, a new `INPUT_CONFIGS` line)
     changes every prompt the tiny model was trained on, and a warm start trained on the old text answers the new
-    prompt with noise: the pipeline then probed 0 fast and 0 slow answers of 16 and every RL reward was 0."""
+    prompt with noise: the pipeline then probed 0 fast and 0 slow answers of 16 and every RL reward was 0.
+    Why the code: a changed tiny model, tokenizer or check would otherwise hand back a model (and a
+    `done.json`) made by the code of before."""
     from train import sft
 
     examples = [[e.prompt, e.answer] for e in sft.load_examples(replace(sft_config, out=""))]
-    blob = json.dumps({"config": to_dict(replace(sft_config, out="")), "examples": examples}, sort_keys=True)
+    code = [hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in KEY_SOURCES]
+    blob = json.dumps({"config": to_dict(replace(sft_config, out="")), "examples": examples, "code": code},
+                      sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
