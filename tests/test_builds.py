@@ -27,10 +27,11 @@ def test_cache_key_depends_on_source_and_device():
 
 def test_build_is_cached_by_source(build_cache_dir):
     cfg = EvalConfig(build_cache_dir=build_cache_dir)
-    src = (FIXTURES / "relu_ok.py").read_text()
-    first = builder.build(src, cfg)
+    src = (FIXTURES / "relu_ok.py").read_text().replace('["-O3"]', '["-O3", "-fopenmp"]')
+    folder = pch.ensure_pch(device="cpu")  # the standard flags' PCH (the suite's other builds use it too)
+    first = builder.build(src, cfg, pch_dir=folder)
     assert first.status == "ok", first.error_text
-    second = builder.build(src, cfg)
+    second = builder.build(src, cfg, pch_dir=folder)
     assert second.status == "ok" and second.cached and second.compile_s < 1.0
     assert list((Path(second.entry_dir) / "ext").rglob("*.so"))
 

@@ -21,10 +21,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelbench.harness import nvrtc, protocol, report, sandbox, triton_kernels
+from kernelbench.harness import nvrtc, prebuild, protocol, report, sandbox, triton_kernels
 from kernelbench.harness.build_cache import cache_key, cache_root, source_key
 from kernelbench.harness.build_tree import BuildTreeError, import_tree, swap_in
 from kernelbench.harness.child import launch
+from kernelbench.harness.child import prebuild as child_prebuild
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.pch import pch_dir_for, pch_flags
 from kernelbench.harness.toolchain import cuda_arch_list, extract_error_lines
@@ -132,12 +133,16 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
                                       report_fd=collector.write_fd)
             Path(scratch, "candidate.py").write_text(src)
             Path(scratch, "job.json").write_text(json.dumps(protocol.job_to_dict(job)))
+            env = child_env(config, str(ext), jobs)
+            early = prebuild.plan(src, pch_dir, str(ext), env) if config.device == "cpu" else None
+            if early is not None:  # ninja starts before the child imports torch (`kernelbench.harness.prebuild`)
+                Path(scratch, child_prebuild.PLAN_FILE).write_text(json.dumps(early))
             spec = sandbox.ChildSpec(
-                argv=launch.child_argv(scratch), scratch_dir=scratch, cuda=config.device == "cuda",
+                argv=launch.child_argv(scratch, prebuild=True), scratch_dir=scratch, cuda=config.device == "cuda",
                 limits=sandbox.Limits(timeout_s=config.compile_timeout_s, memory_limit_mb=0,
                                       max_processes=config.max_processes, max_file_mb=config.max_file_mb),
                 binds=(build_bind,) + ((sandbox.Bind(pch_dir),) if pch_dir else ()),
-                env=child_env(config, str(ext), jobs), pass_fds=(collector.write_fd,))
+                env=env, pass_fds=(collector.write_fd,))
             child = sandbox.start_child(spec, slot, config.require_sandbox)
             collector.started()
             out = child.wait()  # returns once every process of the sandbox (and the slot's uid) is dead

@@ -14,9 +14,11 @@ CHILD_PYTHON_ENV = "KERNEL_AGENT_CHILD_PYTHON"
 on purpose (an interpreter the sandbox's user cannot execute) and check that it is reported as such."""
 
 
-def child_argv(scratch: str) -> tuple[str, ...]:
+def child_argv(scratch: str, prebuild: bool = False) -> tuple[str, ...]:
     """`python -I` (no PYTHON* variables, no user site, no cwd on sys.path) with this project importable
-    whether or not it is installed."""
-    boot = (f"import sys; sys.path.insert(0, {PROJECT_ROOT!r}); from kernelbench.harness.child.worker import main; "
+    whether or not it is installed. `prebuild` (the compile child): first start the early build the parent
+    may have planned (`kernelbench.harness.child.prebuild`, before anything imports torch)."""
+    early = f"from kernelbench.harness.child import prebuild; prebuild.start({scratch!r}); " if prebuild else ""
+    boot = (f"import sys; sys.path.insert(0, {PROJECT_ROOT!r}); {early}from kernelbench.harness.child.worker import main; "
             f"sys.exit(main(['worker', {scratch!r}]))")
     return (os.environ.get(CHILD_PYTHON_ENV) or sys.executable, "-I", "-c", boot)

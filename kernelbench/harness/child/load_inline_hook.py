@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from kernelbench.harness.child import prebuild
+
 STANDARD_CFLAGS = ("-O3", "-fopenmp")
 """Flags the parent's PCH is built with, and that CPU builds without explicit flags get. `-fopenmp` is in
 the set because it defines `_OPENMP`, which torch's headers test: a PCH built without it is invalid for the
@@ -81,6 +83,9 @@ def patch_load_inline(device: str, pch_dir: str = "") -> None:
         if call.get("extra_cflags") is None and not (generic and len(args) > 5):
             call["extra_cflags"] = list(STANDARD_CFLAGS)
         call["use_pch"] = False  # torch's PCH machinery is disabled above; ours comes through the flags
+        # the compile child's early build of this folder (`prebuild`) ends before torch writes its files
+        prebuild.settle(call.get("build_directory") or os.path.join(os.environ.get("TORCH_EXTENSIONS_DIR", ""),
+                                                                    str(call.get("name"))))
         if clang and normal_flags(call.get("extra_cflags") or ()) == clang["flags"]:
             return _clang_load_inline(original, rest, call, clang)
         if pch_dir and not (generic and len(args) > 9):
@@ -88,6 +93,16 @@ def patch_load_inline(device: str, pch_dir: str = "") -> None:
         return original(*rest, **call)
 
     cpp_extension.load_inline = load_inline
+    run_ninja = cpp_extension._run_ninja_build
+
+    @functools.wraps(run_ninja)
+    def run_ninja_build(build_directory, verbose, error_prefix):
+        failed = prebuild.failure(build_directory)  # the same files, the same commands: the same failure
+        if failed is not None:
+            raise RuntimeError(f"{error_prefix}: {failed}")
+        return run_ninja(build_directory, verbose, error_prefix)
+
+    cpp_extension._run_ninja_build = run_ninja_build
 
 
 def _clang_load_inline(original, rest: tuple, call: dict, clang: dict):

@@ -24,7 +24,7 @@ from kernelbench.harness.child import timing  # noqa: F401  (first: captures the
 from kernelbench.harness import sandbox  # noqa: E402
 from kernelbench.harness.child import spawn_guard  # noqa: E402,F401  (captures what it calls before candidate code)
 from kernelbench.harness import build_manifest, protocol  # noqa: E402
-from kernelbench.harness.child import candidate_run, reference  # noqa: E402
+from kernelbench.harness.child import candidate_run, prebuild, reference  # noqa: E402
 from kernelbench.harness.child.candidate_run import import_candidate, progress  # noqa: E402
 
 RESULT_FILE = "result.json"
@@ -66,9 +66,13 @@ def run_compile(job: protocol.CompileJob, scratch: str, reporter: Any) -> tuple[
     from kernelbench.harness.child import load_inline_hook
 
     load_inline_hook.patch_load_inline(job.device, job.pch_dir)
+    stop_early_build = prebuild.stop  # captured before candidate code runs
     progress(sandbox.UNTRUSTED, close=True)
     try:
-        module = import_candidate(os.path.join(scratch, job.candidate))
+        try:
+            module = import_candidate(os.path.join(scratch, job.candidate))
+        finally:
+            stop_early_build()  # an early build the import never asked for is not the candidate's library
     except BaseException as e:  # SystemExit too: whatever stops the import is the candidate's compile fault
         error = _text(e)
         error = error[:MAX_ERROR_CHARS // 2] + error[-MAX_ERROR_CHARS // 2:] if len(error) > MAX_ERROR_CHARS else error
