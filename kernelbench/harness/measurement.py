@@ -25,10 +25,14 @@ def _give_inputs(ref_scratch: str, scratch: str, uid: int, collector: report.Col
     """The reference's `inputs.pt` into the run child's scratch folder, readable by its uid; the report's bound
     follows from its size (the report holds every call's output and arguments: a few times inputs.pt)."""
     target = os.path.join(scratch, "inputs.pt")
-    shutil.copy(os.path.join(ref_scratch, "inputs.pt"), target)
-    if uid >= 0:
-        os.lchown(target, uid, uid)
-    collector.max_bytes = 8 * os.path.getsize(target) + (64 << 20)
+    # a new file, never through a link: the run child's folder is its uid's (only harness code runs there yet)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as dst, open(os.path.join(ref_scratch, "inputs.pt"), "rb") as src:
+        shutil.copyfileobj(src, dst)
+        if uid >= 0:
+            os.fchown(dst.fileno(), uid, uid)
+        size = dst.tell()
+    collector.max_bytes = 8 * size + (64 << 20)
 
 
 def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch: str, collector: report.Collector,
