@@ -102,6 +102,24 @@ def test_timeout_kills_the_whole_group():
         assert not process_tree.uid_has_processes(uid)
 
 
+def test_restart_clock_gives_a_waiting_child_its_whole_limit_from_then_on():
+    """Paired timing starts the run child before its inputs exist and restarts its clock when they arrive: a
+    child that sleeps 4 s under a 3 s limit, its clock restarted after 2 s, finishes; the same child without the
+    restart times out."""
+    outcomes = []
+    for restart in (True, False):
+        with SlotLease() as slot:
+            spec = ChildSpec(argv=(sys.executable, "-I", "-c", "import time; time.sleep(4); print('DONE')"),
+                             scratch_dir=make_scratch(slot.uid), limits=Limits(timeout_s=3))
+            child = sandbox.start_child(spec, slot)
+            time.sleep(2)
+            if restart:
+                child.restart_clock()
+            outcomes.append(child.wait())
+    assert not outcomes[0].timed_out and "DONE" in outcomes[0].stdout_tail, outcomes[0]
+    assert outcomes[1].timed_out
+
+
 def test_memory_limit_stops_large_allocation():
     out, _, _ = run_py("b = bytearray(3 * 1024**3)\nprint('ALLOCATED')", Limits(timeout_s=60, memory_limit_mb=1024))
     assert "ALLOCATED" not in out.stdout_tail and "MemoryError" in out.stderr_tail, out

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kernelbench.harness import build_manifest, builder, children, ncu, paired, profiling, protocol, report, sandbox
 from kernelbench.harness import triton_kernels
-from kernelbench.harness.child import worker
+from kernelbench.harness.child import timing, worker
 from kernelbench.harness.child.inputs import Seeds, draw_seeds
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.reference import (REFERENCE_FILE_MB, HarnessError, Reference, reference_from, reference_job,
@@ -21,13 +21,28 @@ from kernelbench.harness.result import CORRECT
 from kernelbench.harness.staged import Staged
 from kernelbench.harness.verdict import RunVerdict, verdict
 
+def _give_inputs(ref_scratch: str, scratch: str, uid: int, collector: report.Collector) -> None:
+    """The reference's `inputs.pt` into the run child's scratch folder, readable by its uid; the report's bound
+    follows from its size (the report holds every call's output and arguments: a few times inputs.pt)."""
+    target = os.path.join(scratch, "inputs.pt")
+    # a new file, never through a link: the run child's folder is its uid's (only harness code runs there yet)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as dst, open(os.path.join(ref_scratch, "inputs.pt"), "rb") as src:
+        shutil.copyfileobj(src, dst)
+        if uid >= 0:
+            os.fchown(dst.fileno(), uid, uid)
+        size = dst.tell()
+    collector.max_bytes = 8 * size + (64 << 20)
+
+
 def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch: str, collector: report.Collector,
              pipes: paired.Pipes | None = None, profile: str = "") -> tuple[str, sandbox.ChildSpec, protocol.RunJob]:
-    """Scratch folder, child spec and job of the candidate's run child (inputs copied from the reference's)."""
+    """Scratch folder, child spec and job of the candidate's run child; its inputs copied from the reference's
+    scratch folder, or, with `ref_scratch` empty (paired: the child starts before they exist), by `_give_inputs`
+    later."""
     config = staged.config
     scratch = sandbox.make_scratch(slot.uid, prefix="ka-run-")
     try:
-        shutil.copy(os.path.join(ref_scratch, "inputs.pt"), os.path.join(scratch, "inputs.pt"))
         Path(scratch, "candidate.py").write_text(staged.src)
         sandbox.give_tree(scratch, slot.uid)
         kind = sandbox.sandbox_kind(config.require_sandbox)
@@ -40,8 +55,8 @@ def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch:
                               triton=triton_kernels.uses_triton(staged.src), build_manifest=manifest,
                               report_fd=collector.write_fd,
                               paired=protocol.PipeFds(**pipes.job_fields()) if pipes else None)
-        # the report holds every call's output and arguments afterwards: a few times inputs.pt
-        collector.max_bytes = 8 * os.path.getsize(os.path.join(scratch, "inputs.pt")) + (64 << 20)
+        if ref_scratch:
+            _give_inputs(ref_scratch, scratch, slot.uid, collector)
         fds = (pipes.child_fds if pipes else ()) + (collector.write_fd,)
         spec = children.child_spec(config, scratch, job, binds, os.path.join(staged.build.entry_dir, "ext"),
                            max_file_mb=64, pass_fds=fds)
@@ -143,15 +158,21 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
             running.append(ref_child)
             ref_pipes.started()
             sink.started()
-            ref_call_ms = paired.ready_ms(ref_pipes.receive(ref_child.deadline))
-            if ref_call_ms is None:  # the reference failed before timing: its result says why
-                reference_from(staged.task, ref_child.wait(), worker.read_result(ref_scratch, ref_job.nonce), ref_scratch)
-                raise HarnessError(f"reference of task {staged.task.id} never became ready for paired timing")
-            scratch, spec, job = _run_job(staged, seeds, slot, ref_scratch, collector, cand_pipes)
+            # the run child starts now, beside the reference, and waits for its inputs (timing.GO)
+            scratch, spec, job = _run_job(staged, seeds, slot, "", collector, cand_pipes)
             cand_child = sandbox.start_child(spec, slot, config.require_sandbox)
             running.append(cand_child)
             cand_pipes.started()
             collector.started()
+            announced = ref_pipes.receive(ref_child.deadline) == timing.INPUTS_READY
+            if announced:  # the inputs exist: the run child goes on while the reference computes its outputs
+                _give_inputs(ref_scratch, scratch, slot.uid, collector)
+                cand_child.restart_clock()  # its limit counts from its inputs, as when it started after the reference
+                cand_pipes.send(timing.GO)  # a child already gone answers nothing below: its outcome says why
+            ref_call_ms = paired.ready_ms(ref_pipes.receive(ref_child.deadline)) if announced else None
+            if ref_call_ms is None:  # the reference failed before timing: its result says why
+                reference_from(staged.task, ref_child.wait(), worker.read_result(ref_scratch, ref_job.nonce), ref_scratch)
+                raise HarnessError(f"reference of task {staged.task.id} never became ready for paired timing")
             cand_call_ms = paired.ready_ms(cand_pipes.receive(cand_child.deadline))
             pairing = None
             if cand_call_ms is not None:

@@ -248,6 +248,12 @@ class RunningChild:
     def remaining_s(self) -> float:
         return max(0.0, self.deadline - time.perf_counter())
 
+    def restart_clock(self) -> None:
+        """Count the limit from now: a child started early that waited, untrusted code not yet run, for the
+        parent's word (paired timing's run child, `timing.GO`) gets its whole limit from then on."""
+        self.deadline = time.perf_counter() + (self.deadline - self.start)
+        self.start = time.perf_counter()
+
     def freeze(self) -> None:
         """SIGSTOP every process of this sandbox, threads and all, and return once each one has stopped.
 

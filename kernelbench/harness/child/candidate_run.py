@@ -160,6 +160,8 @@ def _install(job: protocol.RunJob, scratch: str, reporter: report.Reporter) -> t
     load_inline_hook.start_libomp_pool(job.pch_dir)  # a clang -fopenmp build's pool is not the candidate's
     state = RunState(threading.active_count(), os_threads())
     inputs_path = os.path.join(scratch, "inputs.pt")
+    if job.paired is not None:  # started beside the reference: its inputs arrive when the reference has drawn them
+        timing.await_inputs(timing.Channel(job.paired.read_fd, job.paired.write_fd))
     data = torch.load(inputs_path, weights_only=True)
     os.unlink(inputs_path)  # gone before candidate code runs
     kernel_calls.install(triton=job.triton)

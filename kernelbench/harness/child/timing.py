@@ -356,6 +356,25 @@ class Channel:
         return line.decode("ascii", "replace")
 
 
+INPUTS_READY = "inputs"
+"""Paired timing: the reference child's first line, once `inputs.pt` is written; the parent then hands the
+inputs to the run child, started beside the reference, with `GO`."""
+GO = "G"
+"""Paired timing: the parent's first line to the run child, once its `inputs.pt` is in place.
+
+Why the run child starts before its inputs exist: starting it only when the reference is ready left one core
+idle for the run child's whole start-up (a sandbox, `import torch`, the harness's warm-ups: about 3 s on a
+2-core VM, a fifth of a warm evaluation); now that start-up runs beside the reference's."""
+
+
+def await_inputs(channel: Channel) -> None:
+    """Run child, paired timing: block until the parent says its inputs are in place (before any candidate
+    code runs). Anything else is the harness's fault, raised."""
+    line = channel.receive()
+    if line != GO:
+        raise RuntimeError(f"paired timing: expected {GO!r} before the inputs, got {line[:20]!r}")
+
+
 def serve_blocks(m: Measurement, warmup: int, channel: Channel) -> list[list[float]]:
     """Paired timing, child side: warm up, say `ready <ms per call>`, then time `n` trials (one check call among
     them while any remain) on each `T n` and answer `done`, until `E`. Returns the blocks' times (ms)."""
