@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runs from a checkout, installed or not
-from kernelbench.harness import pch, sandbox  # noqa: E402
+from kernelbench.harness import builder, pch, sandbox  # noqa: E402
 from kernelbench.tasks.catalog import find_task  # noqa: E402
 from kernelbench.harness.config import EvalConfig  # noqa: E402
 from kernelbench.harness.evaluate import evaluate  # noqa: E402
@@ -98,7 +98,13 @@ def main() -> None:
 
     src = fresh(cand)
     cold_s, cold = wall(lambda: evaluate(TASK, src, cfg))
-    row("cold evaluation: compile stage", f"{cold.compile_s:.1f} s", "<= 15 s once the PCH exists (CPU)")
+    # two more cold compiles (compile stage alone): one compile on this VM varies by +-15 %, and the first of
+    # a process also pays for reading the PCH and the compiler from disk
+    more = [builder.build(fresh(cand), cfg, pch_dir=pch.ensure_pch(device=args.device)).compile_s for _ in range(2)]
+    cold_all = [cold.compile_s] + more
+    row("cold evaluation: compile stage", f"{cold.compile_s:.1f} s")
+    row("  cold compile stage, 3 candidates: median", f"{statistics.median(cold_all):.1f} s",
+        "<= 15 s once the PCH exists (CPU); each: " + " / ".join(f"{c:.1f}" for c in cold_all))
     if args.device == "cpu":
         o3 = fresh(cand, '["-O3"]')
         pch2_s, _ = wall(lambda: pch.ensure_pch(pch.pch_flags(o3)))
