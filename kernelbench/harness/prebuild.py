@@ -42,6 +42,7 @@ MARK_DIR, MARK_NAME, MARK_FLAGS = "\x00DIR\x00", "\x00NAME\x00", "\x00FLAGS\x00"
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 FLAG = re.compile(r"-[A-Za-z0-9_=.,+-]+")
 KEYS = {"name", "cpp_sources", "functions", "extra_cflags", "verbose"}
+_WARNED: set[str] = set()
 
 
 def main_cpp(cpp_sources: list[str], functions: list[str] | None) -> str:
@@ -79,6 +80,10 @@ def template(pch_dir: str, env: tuple[tuple[str, str], ...]) -> str | None:
     except (OSError, ValueError):
         return None
     if not recorded.get("ninja"):
+        if pch_dir not in _WARNED:  # slower cold compiles, never a wrong one: said once per process
+            _WARNED.add(pch_dir)
+            print(f"kernel-agent: no early builds with the PCH in {pch_dir}: {recorded.get('why', '?')} "
+                  f"(delete {path} to record the template again)", file=sys.stderr)
         return None
     return str(recorded["ninja"])
 
