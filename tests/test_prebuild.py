@@ -165,3 +165,16 @@ def test_the_early_build_cost_nothing_when_the_entry_is_built(tmp_path):
             f"prebuild.start({str(_child_same)!r}); prebuild.settle({str(folder)!r})")
     subprocess.run([sys.executable, "-I", "-c", code], check=True, timeout=60)
     assert os.stat(folder / "main.cpp").st_mtime == 1_000_000
+
+
+def test_the_template_is_recorded_anew_for_other_build_code(clang_pch, monkeypatch):
+    """A template recorded by other build code (another hook, other flags) would predict files torch no longer
+    writes and make every cold compile build twice: its file is named by the build code's hash."""
+    fake = f"test{os.getpid()}"
+    monkeypatch.setattr(prebuild, "build_code_hash", lambda: fake)
+    path = Path(clang_pch, prebuild.TEMPLATE_FILE.format(fake))
+    try:
+        assert not path.exists() and prebuild.template(clang_pch, ENV)
+        assert path.exists()
+    finally:
+        path.unlink(missing_ok=True)

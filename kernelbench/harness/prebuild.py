@@ -29,12 +29,15 @@ import tempfile
 from pathlib import Path
 
 from kernelbench.harness import sandbox
-from kernelbench.harness.build_cache import compiled_parts
+from kernelbench.harness.build_cache import build_code_hash, compiled_parts
 from kernelbench.harness.build_tree import BuildTreeError, copy_regular
 from kernelbench.harness.child import launch
 from kernelbench.harness.child.load_inline_hook import STANDARD_CFLAGS, clang_pch_info, normal_flags
 
-TEMPLATE_FILE = "prebuild-template.json"
+TEMPLATE_FILE = "prebuild-template-{}.json"
+"""Named by the build code's hash (`build_cache.build_code_hash`: this module, the hook, the builder...): a
+template recorded by other build code would predict files torch no longer writes, and every cold compile
+would then build twice."""
 PROBE_NAME = "kaprobe7b2e41"
 PROBE_SOURCE = "int kaprobe7b2e41_fn(int x) { return x + 1; }"
 PROBE_FUNCTION = "kaprobe7b2e41_fn"
@@ -63,7 +66,7 @@ def template(pch_dir: str, env: tuple[tuple[str, str], ...]) -> str | None:
     info = clang_pch_info(pch_dir) if pch_dir else None
     if info is None:
         return None
-    path = Path(pch_dir, TEMPLATE_FILE)
+    path = Path(pch_dir, TEMPLATE_FILE.format(build_code_hash()))
     if not path.exists():
         import fcntl
 
