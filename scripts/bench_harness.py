@@ -147,6 +147,7 @@ def stability(label: str, task: Task, src: str, cfg: EvalConfig, repeats: int) -
     cv = statistics.pstdev(speedups) / mean if mean else float("nan")
     row(f"speedup of {label} over {repeats} evaluations", f"{mean:.3f}x")
     row("  coefficient of variation", f"{100 * cv:.1f} %", "<= 5 % CPU, <= 1 % GPU")
+    row("  each evaluation's speedup", " ".join(f"{x:.3f}" for x in speedups))
 
 
 def nvrtc_bench(cfg: EvalConfig) -> None:
