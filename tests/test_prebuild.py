@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -151,18 +150,18 @@ def test_only_the_compile_child_starts_an_early_build():
     assert "prebuild" not in " ".join(launch.child_argv("/s"))
 
 
-def test_the_early_build_cost_nothing_when_the_entry_is_built(tmp_path):
+def test_identical_files_keep_their_mtimes(tmp_path):
     """Identical files keep their mtimes (a built entry's object must stay up to date for ninja)."""
     folder = tmp_path / "ext" / "x"
     folder.mkdir(parents=True)
     (folder / "main.cpp").write_text("int x;")
     os.utime(folder / "main.cpp", (1_000_000, 1_000_000))
-    _child_same = tmp_path / "scratch"
-    _child_same.mkdir()
-    (_child_same / "prebuild.json").write_text(json.dumps({"dir": str(folder), "jobs": "1", "files": {
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    (scratch / "prebuild.json").write_text(json.dumps({"dir": str(folder), "jobs": "1", "files": {
         "main.cpp": "int x;", "build.ninja": "rule run\n  command = true\nbuild out.txt: run main.cpp\n"}}))
     code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from kernelbench.harness.child import prebuild; "
-            f"prebuild.start({str(_child_same)!r}); prebuild.settle({str(folder)!r})")
+            f"prebuild.start({str(scratch)!r}); prebuild.settle({str(folder)!r})")
     subprocess.run([sys.executable, "-I", "-c", code], check=True, timeout=60)
     assert os.stat(folder / "main.cpp").st_mtime == 1_000_000
 

@@ -20,6 +20,7 @@ torch's ninja in the child decides whether anything is left to build (see the ch
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
@@ -68,8 +69,6 @@ def template(pch_dir: str, env: tuple[tuple[str, str], ...]) -> str | None:
         return None
     path = Path(pch_dir, TEMPLATE_FILE.format(build_code_hash()))
     if not path.exists():
-        import fcntl
-
         with open(Path(pch_dir).parent / "build.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not path.exists():
@@ -139,9 +138,9 @@ def probe_child(pch_dir: str, flags: list[str], scratch: str) -> None:
     load_inline_hook.patch_load_inline("cpu", pch_dir)
     cpp_extension.load_inline(name=PROBE_NAME, cpp_sources=PROBE_SOURCE, functions=[PROBE_FUNCTION],
                               extra_cflags=list(flags))
-    folder = os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], PROBE_NAME)
-    result = {name.replace(".", "_"): Path(folder, name).read_text() for name in ("main.cpp", "build.ninja")}
-    Path(scratch, "probe.json").write_text(json.dumps({"main_cpp": result["main_cpp"], "ninja": result["build_ninja"]}))
+    folder = Path(os.environ["TORCH_EXTENSIONS_DIR"], PROBE_NAME)
+    Path(scratch, "probe.json").write_text(json.dumps({"main_cpp": (folder / "main.cpp").read_text(),
+                                                       "ninja": (folder / "build.ninja").read_text()}))
 
 
 def plan(src: str, pch_dir: str, ext_dir: str, env: tuple[tuple[str, str], ...]) -> dict | None:
