@@ -267,3 +267,50 @@ def test_buffers_are_new_in_every_block():
     m.block(3)
     m.block(3)
     assert len(set(ptrs[:3])) == 1 and len(set(ptrs[3:])) == 1 and ptrs[0] != ptrs[3]
+
+
+def test_cpu_children_put_large_tensors_on_huge_pages(relu, tmp_path):
+    """Both timed children (reference and run) put allocations of 2 MB and more at the start of a page, marked
+    for transparent huge pages, through the real sandbox and torch's allocator: the paired ratio of a
+    memory-bound kernel no longer depends on where each process's buffers landed (`builder.huge_pages_env`);
+    not on CUDA, whose timed buffers are on the GPU."""
+    import sys
+
+    from kernelbench.harness import builder, children, sandbox
+    from kernelbench.harness.child.inputs import draw_seeds
+    from kernelbench.harness.config import EvalConfig
+    from kernelbench.harness.reference import reference_job
+
+    cpu, cuda = EvalConfig(device="cpu"), EvalConfig(device="cuda")
+    task, _ = relu
+    ref_env = dict(children.child_spec(cpu, str(tmp_path), reference_job(task, cpu, draw_seeds(1, 0))).env)
+    assert ref_env["THP_MEM_ALLOC_ENABLE"] == "1"
+    assert dict(builder.child_env(cpu, "/x"))["THP_MEM_ALLOC_ENABLE"] == "1"  # the run child's (and compile's)
+    assert "THP_MEM_ALLOC_ENABLE" not in dict(builder.child_env(cuda, "/x"))
+    assert "THP_MEM_ALLOC_ENABLE" in sandbox.ENV_ALLOWED
+
+    def offset(env) -> int:
+        with sandbox.SlotLease() as slot:
+            code = "import torch\nprint('OFFSET', torch.empty(1 << 20).data_ptr() % 4096)"
+            out = sandbox.run_child(sandbox.ChildSpec(argv=(sys.executable, "-I", "-c", code),
+                                                      scratch_dir=sandbox.make_scratch(slot.uid),
+                                                      limits=sandbox.Limits(timeout_s=120), env=env), slot)
+        assert out.returncode == 0, out
+        return int(out.stdout_tail.split("OFFSET")[1].split()[0])
+
+    assert offset(builder.huge_pages_env(cpu)) == 0
+    assert offset(()) != 0  # glibc alone: a 4 MB block starts just past a page's start (its chunk header)
+
+
+def test_report_bound_counts_the_check_calls():
+    """One check call per paired round: 50 rounds of an 8 MB ReLU carry ~800 MB of check outputs and buffers,
+    which overran the old bound of eight times inputs.pt (96 MB of sets) and rejected an honest kernel as
+    `harness_tampered`; the default (10 checks) keeps the old bound."""
+    from kernelbench.harness.child.inputs import Seeds
+    from kernelbench.harness.measurement import report_bound
+
+    mb, seeds = 1 << 20, Seeds(1, (1,) * 5, (1,) * 2, (1,) * 4)
+    assert report_bound(96 * mb, seeds, 10) == 8 * 96 * mb + 64 * mb
+    per_set = 96 * mb // 11
+    assert report_bound(96 * mb, seeds, 50) > 2 * per_set * (11 + 50) + 64 * mb  # output and buffers per call
+    assert report_bound(96 * mb, seeds, 50) < 4 * 96 * mb * 61  # still bounded by the inputs

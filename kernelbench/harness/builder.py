@@ -183,6 +183,21 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
     return meta
 
 
+def huge_pages_env(config: EvalConfig) -> tuple[tuple[str, str], ...]:
+    """CPU: every child's allocations of 2 MB or more start on a page and are marked for transparent huge pages
+    (`THP_MEM_ALLOC_ENABLE=1`: c10's CPU allocator page-aligns them and madvises MADV_HUGEPAGE;
+    c10/core/impl/alloc_cpu.cpp).
+
+    Why: without it a memory-bound kernel's speed depended on where its process's buffers landed, which
+    differs between the reference's child and the candidate's and between evaluations. Measured on a 2-core
+    VM with an 8 MB ReLU against `torch.relu` (`scripts/bench_harness.py`): the speedup moved between 0.85x
+    and 1.85x over 8 evaluations (CV 14-24 %), while the same two kernels alternating in one process agreed
+    to 1-4 %; with this in both children it was 0.86-1.07x (CV 3.4-6.8 %): every large buffer of either child
+    now at the same offset in its page (so inputs and outputs alias in the caches alike) and, where the host
+    allows huge pages, within the TLB's reach. docs/harness.md "Measured"."""
+    return (("THP_MEM_ALLOC_ENABLE", "1"),) if config.device == "cpu" else ()
+
+
 def child_env(config: EvalConfig, extensions_dir: str, jobs: int = 0) -> tuple[tuple[str, str], ...]:
     # KMP_BLOCKTIME=0: libomp's (clang's OpenMP) workers otherwise spin for 200 ms after every parallel
     # region; that spinning is runnable time no trial accounts for, and paired timing's unaccounted-time rule
@@ -192,7 +207,7 @@ def child_env(config: EvalConfig, extensions_dir: str, jobs: int = 0) -> tuple[t
            ("KMP_BLOCKTIME", "0"), ("MAX_JOBS", str(jobs or max(1, (os.cpu_count() or 2) // 2)))]
     if config.device == "cuda" and cuda_arch_list():
         env.append(("TORCH_CUDA_ARCH_LIST", cuda_arch_list()))
-    return tuple(env) + nvrtc.child_env(config.device) + triton_kernels.child_env(config.device, extensions_dir)
+    return tuple(env) + huge_pages_env(config) + nvrtc.child_env(config.device) + triton_kernels.child_env(config.device, extensions_dir)
 
 
 def run_binds(entry_dir: str, scratch: str, uid: int, kind: str, pch_dir: str = "") -> tuple[sandbox.Bind, ...]:

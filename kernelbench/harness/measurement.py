@@ -21,9 +21,21 @@ from kernelbench.harness.result import CORRECT
 from kernelbench.harness.staged import Staged
 from kernelbench.harness.verdict import RunVerdict, verdict
 
-def _give_inputs(ref_scratch: str, scratch: str, uid: int, collector: report.Collector) -> None:
+def report_bound(inputs_bytes: int, seeds: Seeds, checks: int) -> int:
+    """Most bytes the run child's report may carry: the output and argument buffers of each reported call (every
+    correctness set, each hidden check call, one verification call per timing set), four sets' worth each (its
+    buffers and an output up to three times their size), plus 64 MiB; never less than eight times inputs.pt.
+
+    Why the checks count: paired timing makes one per round, so 50 rounds of an 8 MB ReLU carried 800 MB of
+    check calls alone and an honest kernel's report overran a bound of eight times its inputs."""
+    sets = len(seeds.input_seeds) + len(seeds.extra_seeds) + len(seeds.timing_seeds)
+    return max(8 * inputs_bytes, 4 * inputs_bytes * (sets + checks) // max(1, sets)) + (64 << 20)
+
+
+def _give_inputs(ref_scratch: str, scratch: str, uid: int, collector: report.Collector, seeds: Seeds,
+                 job: protocol.RunJob) -> None:
     """The reference's `inputs.pt` into the run child's scratch folder, readable by its uid; the report's bound
-    follows from its size (the report holds every call's output and arguments: a few times inputs.pt)."""
+    follows from its size and the number of reported calls (`report_bound`)."""
     target = os.path.join(scratch, "inputs.pt")
     # a new file, never through a link: the run child's folder is its uid's (only harness code runs there yet)
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -32,7 +44,7 @@ def _give_inputs(ref_scratch: str, scratch: str, uid: int, collector: report.Col
         if uid >= 0:
             os.fchown(dst.fileno(), uid, uid)
         size = dst.tell()
-    collector.max_bytes = 8 * size + (64 << 20)
+    collector.max_bytes = report_bound(size, seeds, len(job.setup.timing_checks))
 
 
 def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch: str, collector: report.Collector,
@@ -56,7 +68,7 @@ def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch:
                               report_fd=collector.write_fd,
                               paired=protocol.PipeFds(**pipes.job_fields()) if pipes else None)
         if ref_scratch:
-            _give_inputs(ref_scratch, scratch, slot.uid, collector)
+            _give_inputs(ref_scratch, scratch, slot.uid, collector, seeds, job)
         fds = (pipes.child_fds if pipes else ()) + (collector.write_fd,)
         spec = children.child_spec(config, scratch, job, binds, os.path.join(staged.build.entry_dir, "ext"),
                            max_file_mb=64, pass_fds=fds)
@@ -166,7 +178,7 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
             collector.started()
             announced = ref_pipes.receive(ref_child.deadline) == timing.INPUTS_READY
             if announced:  # the inputs exist: the run child goes on while the reference computes its outputs
-                _give_inputs(ref_scratch, scratch, slot.uid, collector)
+                _give_inputs(ref_scratch, scratch, slot.uid, collector, seeds, job)
                 cand_child.restart_clock()  # its limit counts from its inputs, as when it started after the reference
                 cand_pipes.send(timing.GO)  # a child already gone answers nothing below: its outcome says why
             ref_call_ms = paired.ready_ms(ref_pipes.receive(ref_child.deadline)) if announced else None
