@@ -302,6 +302,40 @@ def test_cpu_children_put_large_tensors_on_huge_pages(relu, tmp_path):
     assert offset(()) != 0  # glibc alone: a 4 MB block starts just past a page's start (its chunk header)
 
 
+def test_cpu_children_reuse_freed_memory_between_timed_calls():
+    """A timed call that allocates its output (an 8 MB ReLU) faults in no new pages once warm, in a real
+    sandboxed child with the children's environment: with page alignment alone every such allocation was a
+    fresh mmap (glibc's adaptive threshold never covers size plus alignment), so each call's time included
+    ~900 page faults, and which side paid them followed each process's allocation history
+    (`builder.HEAP_TUNABLES`)."""
+    import sys
+
+    from kernelbench.harness import builder, sandbox
+    from kernelbench.harness.config import EvalConfig
+
+    env = builder.huge_pages_env(EvalConfig(device="cpu"))
+    assert dict(env)["GLIBC_TUNABLES"] == builder.HEAP_TUNABLES
+    assert "GLIBC_TUNABLES" in sandbox.ENV_ALLOWED
+    code = ("import resource, torch\n"
+            "torch.set_num_threads(1)\n"
+            "x = torch.randn(512, 4096)\n"
+            "for _ in range(3): torch.relu(x)\n"
+            "f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+            "for _ in range(20): torch.relu(x)\n"
+            "print('FAULTS', (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / 20)")
+
+    def faults_per_call(child_env) -> float:
+        with sandbox.SlotLease() as slot:
+            out = sandbox.run_child(sandbox.ChildSpec(argv=(sys.executable, "-I", "-c", code),
+                                                      scratch_dir=sandbox.make_scratch(slot.uid),
+                                                      limits=sandbox.Limits(timeout_s=120), env=child_env), slot)
+        assert out.returncode == 0, out
+        return float(out.stdout_tail.split("FAULTS")[1].split()[0])
+
+    assert faults_per_call(env) < 1
+    assert faults_per_call((("THP_MEM_ALLOC_ENABLE", "1"),)) > 100  # the allocation of every call mapped afresh
+
+
 def test_report_bound_counts_the_check_calls():
     """One check call per paired round: 50 rounds of an 8 MB ReLU carry ~800 MB of check outputs and buffers,
     which overran the old bound of eight times inputs.pt (96 MB of sets) and rejected an honest kernel as

@@ -183,19 +183,34 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
     return meta
 
 
+HEAP_TUNABLES = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=68719476736"
+"""glibc's malloc for the CPU children: allocations below 32 MiB (the most glibc allows for this threshold) come
+from the heap, and freed heap memory stays with the process (64 GiB trim threshold): an output allocated and
+freed on every call reuses the same pages instead of faulting fresh ones in."""
+
+
 def huge_pages_env(config: EvalConfig) -> tuple[tuple[str, str], ...]:
     """CPU: every child's allocations of 2 MB or more start on a page and are marked for transparent huge pages
     (`THP_MEM_ALLOC_ENABLE=1`: c10's CPU allocator page-aligns them and madvises MADV_HUGEPAGE;
-    c10/core/impl/alloc_cpu.cpp).
+    c10/core/impl/alloc_cpu.cpp), and glibc keeps the memory of those below 32 MiB for reuse (`HEAP_TUNABLES`).
 
-    Why: without it a memory-bound kernel's speed depended on where its process's buffers landed, which
-    differs between the reference's child and the candidate's and between evaluations. Measured on a 2-core
-    VM with an 8 MB ReLU against `torch.relu` (`scripts/bench_harness.py`): the speedup moved between 0.85x
-    and 1.85x over 8 evaluations (CV 14-24 %), while the same two kernels alternating in one process agreed
-    to 1-4 %; with this in both children it was 0.86-1.07x (CV 3.4-6.8 %): every large buffer of either child
-    now at the same offset in its page (so inputs and outputs alias in the caches alike) and, where the host
-    allows huge pages, within the TLB's reach. docs/harness.md "Measured"."""
-    return (("THP_MEM_ALLOC_ENABLE", "1"),) if config.device == "cpu" else ()
+    Why page-aligned: without it a memory-bound kernel's speed depended on where its process's buffers landed,
+    which differs between the reference's child and the candidate's and between evaluations. Measured on a
+    2-core VM with an 8 MB ReLU against `torch.relu` (`scripts/bench_harness.py`): the speedup moved between
+    0.85x and 1.85x over 8 evaluations (CV 14-24 %), while the same two kernels alternating in one process
+    agreed to 1-4 %; page-aligned in both children, 0.86-1.07x (CV 3.4-6.8 %).
+
+    Why the heap tunables: a page-aligned request asks glibc for the size plus the alignment, which is never
+    below glibc's own adaptive mmap threshold (raised to a freed chunk's size), so every such allocation was a
+    fresh mmap and every timed call that allocated its output paid page faults for it: ~900 faults per 8 MB
+    ReLU call, a block median of 4.1 ms against 1.5 ms for the same call without them, and which side paid
+    followed each process's allocation history (with no hidden checks, the reference's calls faulted and the
+    candidate's did not: a 2.7x speedup from nothing). With them the timed calls fault none, and the per-round
+    spread of the paired log ratio fell from 0.23 to 0.13. Not `mmap_max=0` (never mmap): a heap that cannot
+    unmap fragmented to 5-7x the live size with 64 MB buffers. docs/harness.md "Measured"."""
+    if config.device != "cpu":
+        return ()
+    return ("THP_MEM_ALLOC_ENABLE", "1"), ("GLIBC_TUNABLES", HEAP_TUNABLES)
 
 
 def child_env(config: EvalConfig, extensions_dir: str, jobs: int = 0) -> tuple[tuple[str, str], ...]:
