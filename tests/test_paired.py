@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 
 import pytest
@@ -269,13 +270,28 @@ def test_buffers_are_new_in_every_block():
     assert len(set(ptrs[:3])) == 1 and len(set(ptrs[3:])) == 1 and ptrs[0] != ptrs[3]
 
 
+def _sandboxed_figure(code: str, env: tuple[tuple[str, str], ...], label: str) -> str:
+    """What `code`, run by this Python in a real sandboxed child with `env`, printed after `label`."""
+    import sys
+
+    from kernelbench.harness import sandbox
+
+    with sandbox.SlotLease() as slot:
+        scratch = sandbox.make_scratch(slot.uid)
+        try:
+            out = sandbox.run_child(sandbox.ChildSpec(argv=(sys.executable, "-I", "-c", code), scratch_dir=scratch,
+                                                      limits=sandbox.Limits(timeout_s=120), env=env), slot)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    assert out.returncode == 0, out
+    return out.stdout_tail.split(label)[1].split()[0]
+
+
 def test_cpu_children_put_large_tensors_on_huge_pages(relu, tmp_path):
     """Both timed children (reference and run) put allocations of 2 MB and more at the start of a page, marked
     for transparent huge pages, through the real sandbox and torch's allocator: the paired ratio of a
-    memory-bound kernel no longer depends on where each process's buffers landed (`builder.huge_pages_env`);
+    memory-bound kernel no longer depends on where each process's buffers landed (`builder.cpu_allocator_env`);
     not on CUDA, whose timed buffers are on the GPU."""
-    import sys
-
     from kernelbench.harness import builder, children, sandbox
     from kernelbench.harness.child.inputs import draw_seeds
     from kernelbench.harness.config import EvalConfig
@@ -288,17 +304,14 @@ def test_cpu_children_put_large_tensors_on_huge_pages(relu, tmp_path):
     assert dict(builder.child_env(cpu, "/x"))["THP_MEM_ALLOC_ENABLE"] == "1"  # the run child's (and compile's)
     assert "THP_MEM_ALLOC_ENABLE" not in dict(builder.child_env(cuda, "/x"))
     assert "THP_MEM_ALLOC_ENABLE" in sandbox.ENV_ALLOWED
+    for env in (ref_env, dict(builder.child_env(cpu, "/x"))):  # and glibc keeps freed memory in both
+        assert env["GLIBC_TUNABLES"] == builder.HEAP_TUNABLES
 
     def offset(env) -> int:
-        with sandbox.SlotLease() as slot:
-            code = "import torch\nprint('OFFSET', torch.empty(1 << 20).data_ptr() % 4096)"
-            out = sandbox.run_child(sandbox.ChildSpec(argv=(sys.executable, "-I", "-c", code),
-                                                      scratch_dir=sandbox.make_scratch(slot.uid),
-                                                      limits=sandbox.Limits(timeout_s=120), env=env), slot)
-        assert out.returncode == 0, out
-        return int(out.stdout_tail.split("OFFSET")[1].split()[0])
+        code = "import torch\nprint('OFFSET', torch.empty(1 << 20).data_ptr() % 4096)"
+        return int(_sandboxed_figure(code, env, "OFFSET"))
 
-    assert offset(builder.huge_pages_env(cpu)) == 0
+    assert offset(builder.cpu_allocator_env(cpu)) == 0
     assert offset(()) != 0  # glibc alone: a 4 MB block starts just past a page's start (its chunk header)
 
 
@@ -308,12 +321,10 @@ def test_cpu_children_reuse_freed_memory_between_timed_calls():
     fresh mmap (glibc's adaptive threshold never covers size plus alignment), so each call's time included
     ~900 page faults, and which side paid them followed each process's allocation history
     (`builder.HEAP_TUNABLES`)."""
-    import sys
-
     from kernelbench.harness import builder, sandbox
     from kernelbench.harness.config import EvalConfig
 
-    env = builder.huge_pages_env(EvalConfig(device="cpu"))
+    env = builder.cpu_allocator_env(EvalConfig(device="cpu"))
     assert dict(env)["GLIBC_TUNABLES"] == builder.HEAP_TUNABLES
     assert "GLIBC_TUNABLES" in sandbox.ENV_ALLOWED
     code = ("import resource, torch\n"
@@ -324,16 +335,9 @@ def test_cpu_children_reuse_freed_memory_between_timed_calls():
             "for _ in range(20): torch.relu(x)\n"
             "print('FAULTS', (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / 20)")
 
-    def faults_per_call(child_env) -> float:
-        with sandbox.SlotLease() as slot:
-            out = sandbox.run_child(sandbox.ChildSpec(argv=(sys.executable, "-I", "-c", code),
-                                                      scratch_dir=sandbox.make_scratch(slot.uid),
-                                                      limits=sandbox.Limits(timeout_s=120), env=child_env), slot)
-        assert out.returncode == 0, out
-        return float(out.stdout_tail.split("FAULTS")[1].split()[0])
-
-    assert faults_per_call(env) < 1
-    assert faults_per_call((("THP_MEM_ALLOC_ENABLE", "1"),)) > 100  # the allocation of every call mapped afresh
+    assert float(_sandboxed_figure(code, env, "FAULTS")) < 1
+    # page alignment alone: the allocation of every call mapped afresh
+    assert float(_sandboxed_figure(code, (("THP_MEM_ALLOC_ENABLE", "1"),), "FAULTS")) > 100
 
 
 def test_report_bound_counts_the_check_calls():

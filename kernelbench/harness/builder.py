@@ -189,7 +189,7 @@ from the heap, and freed heap memory stays with the process (64 GiB trim thresho
 freed on every call reuses the same pages instead of faulting fresh ones in."""
 
 
-def huge_pages_env(config: EvalConfig) -> tuple[tuple[str, str], ...]:
+def cpu_allocator_env(config: EvalConfig) -> tuple[tuple[str, str], ...]:
     """CPU: every child's allocations of 2 MB or more start on a page and are marked for transparent huge pages
     (`THP_MEM_ALLOC_ENABLE=1`: c10's CPU allocator page-aligns them and madvises MADV_HUGEPAGE;
     c10/core/impl/alloc_cpu.cpp), and glibc keeps the memory of those below 32 MiB for reuse (`HEAP_TUNABLES`).
@@ -206,7 +206,7 @@ def huge_pages_env(config: EvalConfig) -> tuple[tuple[str, str], ...]:
     ReLU call, a block median of 4.1 ms against 1.5 ms for the same call without them, and which side paid
     followed each process's allocation history (with no hidden checks, the reference's calls faulted and the
     candidate's did not: a 2.7x speedup from nothing). With them the timed calls fault none, and the per-round
-    spread of the paired log ratio fell from 0.23 to 0.13. Not `mmap_max=0` (never mmap): a heap that cannot
+    spread of the paired log ratio fell from 0.23-0.31 to 0.13. Not `mmap_max=0` (never mmap): a heap that cannot
     unmap fragmented to 5-7x the live size with 64 MB buffers. docs/harness.md "Measured"."""
     if config.device != "cpu":
         return ()
@@ -222,7 +222,7 @@ def child_env(config: EvalConfig, extensions_dir: str, jobs: int = 0) -> tuple[t
            ("KMP_BLOCKTIME", "0"), ("MAX_JOBS", str(jobs or max(1, (os.cpu_count() or 2) // 2)))]
     if config.device == "cuda" and cuda_arch_list():
         env.append(("TORCH_CUDA_ARCH_LIST", cuda_arch_list()))
-    return tuple(env) + huge_pages_env(config) + nvrtc.child_env(config.device) + triton_kernels.child_env(config.device, extensions_dir)
+    return tuple(env) + cpu_allocator_env(config) + nvrtc.child_env(config.device) + triton_kernels.child_env(config.device, extensions_dir)
 
 
 def run_binds(entry_dir: str, scratch: str, uid: int, kind: str, pch_dir: str = "") -> tuple[sandbox.Bind, ...]:

@@ -58,7 +58,7 @@ def child_spec(config: EvalConfig, scratch: str, job: protocol.ReferenceJob | pr
     """Writes the job into `scratch` (the child reads and deletes it first) and describes the child."""
     Path(scratch, "job.json").write_text(json.dumps(protocol.job_to_dict(job)))
     env = builder.child_env(config, extensions_dir) if extensions_dir else \
-        (("OMP_NUM_THREADS", str(config.threads)),) + builder.huge_pages_env(config)
+        (("OMP_NUM_THREADS", str(config.threads)),) + builder.cpu_allocator_env(config)
     if config.device == "cuda" and not extensions_dir:
         env += nvrtc.child_env(config.device)
     return sandbox.ChildSpec(argv=launch.child_argv(scratch), scratch_dir=scratch,
