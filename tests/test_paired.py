@@ -217,6 +217,28 @@ def test_hidden_checks_run_among_the_trials_on_the_given_seeds():
         assert float(ratio.min()) >= 0.5 and float(ratio.max()) <= 2.0 and float(ratio.std()) > 0.05
 
 
+def test_loading_into_the_buffer_gives_the_numbers_of_the_general_form():
+    """timing.load_perturbed writes a floating buffer's factors straight into it; the numbers must be those of
+    value times `_factors` (the form check calls use), bit for bit in every floating dtype, so a check call's
+    inputs and a timed call's are drawn alike; integer tensors are copied unchanged."""
+    import torch
+
+    from kernelbench.harness.child import timing
+
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        val = torch.randn(3, 1000, dtype=torch.float64).to(dtype)
+        buf, idx = torch.empty_like(val), torch.empty(5, dtype=torch.int64)
+        fast, general = torch.Generator(), torch.Generator()
+        fast.manual_seed(1234)
+        general.manual_seed(1234)
+        timing.load_perturbed([buf, idx, 7], [val, torch.arange(5), 7], fast)
+        want = torch.mul(val, timing._factors(val, general, val.device))
+        assert torch.equal(buf, want), dtype
+        assert torch.equal(idx, torch.arange(5))
+        ratio = (buf.double() / val.double())[val != 0]
+        assert float(ratio.min()) >= 0.49 and float(ratio.max()) <= 2.01 and len(torch.unique(ratio.float())) > 100
+
+
 def test_trial_count_has_a_floor_and_checks_land_among_the_trials_run():
     """A slow warm-up (the candidate's own) shrinks the count only to the floor, and every check runs in the
     trials' block, before the verification round."""
