@@ -374,3 +374,20 @@ def test_report_bound_counts_the_check_calls():
     per_set = 96 * mb // 11
     assert report_bound(96 * mb, seeds, 50) > 2 * per_set * (11 + 50) + 64 * mb  # output and buffers per call
     assert report_bound(96 * mb, seeds, 50) < 4 * 96 * mb * 61  # still bounded by the inputs
+
+
+def test_bench_reports_where_the_true_cv_lies():
+    """scripts/bench_harness.py prints the speedup CV with its 90 % interval; the factors match the exact
+    chi-square ones (scipy.stats.chi2 with n - 1 degrees of freedom: sqrt(n / chi2.ppf(0.95 / 0.05, n - 1)))."""
+    import importlib.util
+    import math
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_harness.py"
+    spec = importlib.util.spec_from_file_location("bench_harness", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    for n, exact in ((5, (0.726, 2.652)), (8, (0.754, 1.921)), (16, (0.800, 1.484))):
+        low, high = bench.cv_interval(0.05, n)
+        assert abs(low / 0.05 - exact[0]) < 0.02 * exact[0] and abs(high / 0.05 - exact[1]) < 0.02 * exact[1], n
+    assert all(math.isnan(x) for x in bench.cv_interval(0.05, 1))
