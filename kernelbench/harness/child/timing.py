@@ -133,10 +133,9 @@ def _factors(like: torch.Tensor, generator: torch.Generator, device: Any) -> tor
 
 def _levels(like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One uniform byte per element of `like`, shaped like it, on the generator's device."""
-    n = like.numel()
-    words = torch.empty((n + 7) // 8, dtype=torch.int64, device=generator.device)
+    words = torch.empty((like.numel() + 7) // 8, dtype=torch.int64, device=generator.device)
     words.random_(-(2 ** 63), 2 ** 63 - 1, generator=generator)
-    return words.view(torch.uint8)[:n].view(tuple(like.shape))
+    return words.view(torch.uint8)[:like.numel()].view(tuple(like.shape))
 
 
 def load_perturbed(buffers: list[Any], values: list[Any], generator: torch.Generator) -> None:
@@ -146,11 +145,9 @@ def load_perturbed(buffers: list[Any], values: list[Any], generator: torch.Gener
         if not isinstance(buf, torch.Tensor):
             continue
         if buf.is_floating_point() and buf.shape == val.shape and buf.dtype == val.dtype and buf.is_contiguous():
-            # The same numbers as the general form below, written straight into the buffer: no factor tensor
-            # is allocated, and two passes over memory fewer (the loads are most of a paired block's time).
-            low, high = SCALE_RANGE
+            # the general form's numbers, written in place: no factor tensor, two passes over memory fewer
             buf.copy_(_levels(val, generator))
-            buf.mul_((high - low) / (FACTOR_LEVELS - 1)).add_(low).mul_(val)
+            buf.mul_((SCALE_RANGE[1] - SCALE_RANGE[0]) / (FACTOR_LEVELS - 1)).add_(SCALE_RANGE[0]).mul_(val)
         elif buf.is_floating_point() or buf.is_complex():
             torch.mul(val, _factors(val, generator, val.device), out=buf)
         else:
