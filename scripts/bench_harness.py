@@ -157,7 +157,7 @@ def cv_interval(cv: float, n: int, level: float = 0.9) -> tuple[float, float]:
     """Where the true CV lies, at `level`, given `cv` (population standard deviation over mean) from `n`
     evaluations: n * cv^2 / CV^2 is chi-square with n - 1 degrees of freedom for normal speedups, and its
     quantiles come from the Wilson-Hilferty approximation (within 2 % of the exact factors for n >= 5).
-    Why: 8 evaluations pin a CV down only to 0.75x-1.93x itself, so a figure near the target says little alone."""
+    Why: 8 evaluations pin a CV down only to 0.75x-1.92x itself, so a figure near the target says little alone."""
     if n < 2 or not math.isfinite(cv):
         return float("nan"), float("nan")
     k, z = n - 1, statistics.NormalDist().inv_cdf((1 + level) / 2)

@@ -225,15 +225,17 @@ def test_loading_into_the_buffer_gives_the_numbers_of_the_general_form():
 
     from kernelbench.harness.child import timing
 
-    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+    for dtype, transposed in ((torch.float32, False), (torch.float64, False), (torch.float16, False),
+                              (torch.bfloat16, False), (torch.float32, True)):
         val = torch.randn(3, 1000, dtype=torch.float64).to(dtype)
+        val = val.t() if transposed else val  # a strided input's buffer (a clone) keeps its strides
         buf, idx = torch.empty_like(val), torch.empty(5, dtype=torch.int64)
         fast, general = torch.Generator(), torch.Generator()
         fast.manual_seed(1234)
         general.manual_seed(1234)
         timing.load_perturbed([buf, idx, 7], [val, torch.arange(5), 7], fast)
         want = torch.mul(val, timing._factors(val, general, val.device))
-        assert torch.equal(buf, want), dtype
+        assert buf.is_contiguous() != transposed and torch.equal(buf, want), dtype
         assert torch.equal(idx, torch.arange(5))
         ratio = (buf.double() / val.double())[val != 0]
         assert float(ratio.min()) >= 0.49 and float(ratio.max()) <= 2.01 and len(torch.unique(ratio.float())) > 100

@@ -144,7 +144,7 @@ def load_perturbed(buffers: list[Any], values: list[Any], generator: torch.Gener
     for buf, val in zip(buffers, values):
         if not isinstance(buf, torch.Tensor):
             continue
-        if buf.is_floating_point() and buf.shape == val.shape and buf.dtype == val.dtype and buf.is_contiguous():
+        if buf.is_floating_point() and buf.shape == val.shape and buf.dtype == val.dtype:
             # the general form's numbers, written in place: no factor tensor, two passes over memory fewer
             buf.copy_(_levels(val, generator))
             buf.mul_((SCALE_RANGE[1] - SCALE_RANGE[0]) / (FACTOR_LEVELS - 1)).add_(SCALE_RANGE[0]).mul_(val)
