@@ -8,7 +8,7 @@ between the two kernels, in the proportion the data gives them (`slow_copies`). 
 speed should move it toward the faster one.
 That is measured, not assumed: the report shows the reward curve of every step, and a probe that samples
 each training task before and after RL and counts answers identical to the fast solution, the slow
-solution, or neither. The held-out bench runs through `evals` (the tiny model has never seen those tasks,
+solution (up to the extension's name), or neither. The held-out bench runs through `evals` (the tiny model has never seen those tasks,
 so it is expected to solve none of them: the bench shows the plumbing, not generalisation).
 
 It spans training and benchmarking, so it sits above both `train/` and `evals/` (neither imports the other).
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -39,16 +40,29 @@ def reference_codes(task_id: str, compact: bool) -> dict[str, str]:
     return out
 
 
+# The extension's name (`load_inline(name="...")`) labels the build and changes nothing it computes. A tiny
+# policy drifts on it under RL (on 2026-12-03 the last steps wrote the fast kernel, character for character,
+# as `sol_cpu_l1_26_matrix_matrix_multiply`, scored 1.34 like the fast reference, and exact text counted all
+# 16 as `other`), so it is masked before comparing; every other character, the kernel's included, must match.
+_EXTENSION_NAME = re.compile(r"""\bname\s*=\s*(["'])[^"'\n]*\1""")
+
+
+def without_extension_name(code: str) -> str:
+    """`code` stripped, with the string of every `name=` keyword replaced by a fixed one."""
+    return _EXTENSION_NAME.sub('name="_"', code.strip())
+
+
 def classify(code: str, refs: dict[str, str]) -> str:
-    """`fast`, `slow` (exactly that reference's text) or `other`."""
-    code = code.strip()
-    return next((label for label, ref in refs.items() if code and code == ref), "other")
+    """`fast`, `slow` (that reference's text, up to the extension's name) or `other`."""
+    code = without_extension_name(code)
+    return next((label for label, ref in refs.items() if code and code == without_extension_name(ref)), "other")
 
 
 def probe(model_dir: str, task_ids: list[str], samples: int, config: TrainConfig, seed: int,
           compact: bool = False) -> dict[str, Any]:
     """Sample each task's turn-1 answer `samples` times; count answers whose code equals the fast (`cpu`)
-    or the slow (`cpu_slow`) reference solution, or neither. No harness: the comparison is exact text.
+    or the slow (`cpu_slow`) reference solution, or neither. No harness: the comparison is exact text but
+    for the extension's name (`classify`).
     Returns `{"tasks": {id: counts}, "samples": n, "fast_share": fast / n}`."""
     from agent.hf_backend import HFPolicy
     from agent.parsing import parse_response
@@ -72,7 +86,7 @@ def probe(model_dir: str, task_ids: list[str], samples: int, config: TrainConfig
 
 def choice_shares(rl_out: str, task_ids: list[str], compact: bool) -> list[dict[str, Any]]:
     """Per RL step, from its logged trajectories: how many turn-1 answers were the fast solution, the slow
-    one, or other text (the policy's choice between the two kernels, step by step)."""
+    one (up to the extension's name), or other text (the policy's choice between the two kernels, step by step)."""
     from agent.episode import Trajectory
 
     refs = {t: reference_codes(t, compact) for t in task_ids}

@@ -3,6 +3,7 @@ unknown (harness_error) turns, and the defects of the rollout around them."""
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import Future
 
 import pytest
@@ -214,3 +215,20 @@ def test_the_warm_starts_own_check_records_and_reports_its_temperature(tmp_path)
                "probe_after": probe, "bench": {"source": "failed", "error": "x"}, "rl_out": str(rl),
                "sft": {"examples": 1, "steps": 1, "checks": [check.to_dict()]}}
     assert "2 samples at T=0.55:" in open(write_pipeline_report(str(tmp_path), summary)).read()
+
+
+def test_the_probe_counts_a_reference_kernel_under_another_extension_name_as_that_kernel():
+    """RL drifts a tiny policy's `load_inline(name=...)`, a label that changes nothing computed: the probe
+    masks it, and only it (a one-character change to the kernel is `other`; fast and slow stay apart)."""
+    from jobs.pipeline import classify, reference_codes
+
+    for task_id in ("L1/03_silu", "L1/19_softmax", "L1/26_matrix_scalar_multiply"):
+        for compact in (False, True):
+            refs = reference_codes(task_id, compact)
+            assert set(refs) == {"fast", "slow"}
+            for label, code in refs.items():
+                assert classify(code, refs) == label
+                renamed = re.sub(r'name="[^"]*"', 'name="sol_cpu_l1_26_matrix_matrix_multiply"', code, count=1)
+                assert renamed != code and classify(renamed, refs) == label
+                assert "{" in code and classify(code.replace("{", "{ ", 1), refs) == "other"
+    assert classify("", refs) == "other"
