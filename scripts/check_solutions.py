@@ -93,9 +93,12 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--compile-only checks CUDA sources; use --device cuda")
         if shutil.which("nvcc") is None:
             parser.error("nvcc not found")
+        # about a minute of nvcc per solution: say each one as it is done (in order), not only at the end
+        rows = []
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            results = list(pool.map(nvcc_check, solutions))
-        rows = list(zip(solutions, results))
+            for i, (sol, row) in enumerate(zip(solutions, pool.map(nvcc_check, solutions)), 1):
+                rows.append((sol, row))
+                print(f"  [{i}/{len(solutions)}] {sol.kind}/{sol.task_id}: {row['status']}", file=sys.stderr, flush=True)
     else:
         rows = []
         for sol in solutions:
