@@ -44,12 +44,13 @@ def reference_codes(task_id: str, compact: bool) -> dict[str, str]:
 # policy drifts on it under RL (on 2026-12-03 the last steps wrote the fast kernel, character for character,
 # as `sol_cpu_l1_26_matrix_matrix_multiply`, scored 1.34 like the fast reference, and exact text counted all
 # 16 as `other`), so it is masked before comparing; every other character, the kernel's included, must match.
-_EXTENSION_NAME = re.compile(r"""\bname\s*=\s*(["'])[^"'\n]*\1""")
+# Only a keyword argument (after `(` or `,`): a C++ `const char* name = "..."` in the kernel stays compared.
+_EXTENSION_NAME = re.compile(r"""([(,]\s*name\s*=\s*)(["'])[^"'\n]*\2""")
 
 
 def without_extension_name(code: str) -> str:
-    """`code` stripped, with the string of every `name=` keyword replaced by a fixed one."""
-    return _EXTENSION_NAME.sub('name="_"', code.strip())
+    """`code` stripped, with the string of every `name=` keyword argument replaced by a fixed one."""
+    return _EXTENSION_NAME.sub(r'\1"_"', code.strip())
 
 
 def classify(code: str, refs: dict[str, str]) -> str:

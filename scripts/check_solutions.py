@@ -88,19 +88,18 @@ def main(argv: list[str] | None = None) -> int:
         print("no solutions match", file=sys.stderr)
         return 1
     os.makedirs(args.build_dir, exist_ok=True)
+    rows = []
     if args.compile_only:
         if args.device != "cuda":
             parser.error("--compile-only checks CUDA sources; use --device cuda")
         if shutil.which("nvcc") is None:
             parser.error("nvcc not found")
         # about a minute of nvcc per solution: say each one as it is done (in order), not only at the end
-        rows = []
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             for i, (sol, row) in enumerate(zip(solutions, pool.map(nvcc_check, solutions)), 1):
                 rows.append((sol, row))
                 print(f"  [{i}/{len(solutions)}] {sol.kind}/{sol.task_id}: {row['status']}", file=sys.stderr, flush=True)
     else:
-        rows = []
         for sol in solutions:
             row = run_harness(sol, args.size, args.device, args.build_dir)
             rows.append((sol, row))

@@ -220,7 +220,7 @@ def test_the_warm_starts_own_check_records_and_reports_its_temperature(tmp_path)
 def test_the_probe_counts_a_reference_kernel_under_another_extension_name_as_that_kernel():
     """RL drifts a tiny policy's `load_inline(name=...)`, a label that changes nothing computed: the probe
     masks it, and only it (a one-character change to the kernel is `other`; fast and slow stay apart)."""
-    from jobs.pipeline import classify, reference_codes
+    from jobs.pipeline import classify, reference_codes, without_extension_name
 
     for task_id in ("L1/03_silu", "L1/19_softmax", "L1/26_matrix_scalar_multiply"):
         for compact in (False, True):
@@ -232,3 +232,7 @@ def test_the_probe_counts_a_reference_kernel_under_another_extension_name_as_tha
                 assert renamed != code and classify(renamed, refs) == label
                 assert "{" in code and classify(code.replace("{", "{ ", 1), refs) == "other"
     assert classify("", refs) == "other"
+    # a string named `name` inside the kernel is the kernel's, not the extension's: it stays compared
+    kernel = refs["fast"].replace("#include <torch/extension.h>", '#include <torch/extension.h>\nconst char* name = "a";', 1)
+    assert kernel != refs["fast"]
+    assert without_extension_name(kernel) != without_extension_name(kernel.replace('name = "a"', 'name = "b"'))
