@@ -47,9 +47,9 @@ class Turn:
     candidate: str
     """The solution file submitted, empty when the answer had none (format_error)."""
     result: EvalResult
-    score: float
+    score: float | None
     """Per-kernel score of the verdict under the run's reward settings (`rewards.ScoreConfig`; DESIGN.md:
-    correctness_weight·correct + speedup·correct)."""
+    correctness_weight·correct + speedup·correct); None for a `harness_error` (no verdict on the kernel)."""
     token_ids: tuple[int, ...] = ()
     logprobs: tuple[float, ...] = ()
     finish_reason: str = ""
@@ -108,7 +108,9 @@ class Trajectory:
 
     @property
     def best_score(self) -> float:
-        return max((t.score for t in self.turns), default=0.0)
+        """The best scored turn; a turn the harness failed on (score None: no verdict on the kernel) is left
+        out, and a trajectory with no scored turn is worth 0."""
+        return max((t.score for t in self.turns if t.score is not None), default=0.0)
 
     @property
     def correct(self) -> bool:
@@ -196,7 +198,7 @@ class EpisodeRunner:
 
     def __init__(self, policy: Policy, evaluator: SubmitsEvaluations, *, turns: int, sampling: SamplingConfig,
                  prompt_settings: PromptSettings, log_path: str = "", on_turn: TurnCallback | None = None,
-                 score: Callable[[EvalResult], float] | None = None):
+                 score: Callable[[EvalResult], float | None] | None = None):
         from rewards.score import ScoreConfig
 
         self.score = score or ScoreConfig().score

@@ -49,11 +49,11 @@ class LowIdRollout:
                 for i, c in enumerate(outs):
                     s = self.score(c.token_ids)
                     # A correct verdict whose "speedup" is the low-id share: its score is 0.3 + s.
-                    result = EvalResult(status=CORRECT, correct=True, speedup=s)
-                    if self.harness_error_at == (i, t):
-                        result = EvalResult(status="harness_error", feedback="the harness failed")
+                    result, score = EvalResult(status=CORRECT, correct=True, speedup=s), 0.3 + s
+                    if self.harness_error_at == (i, t):  # scored None, as `rewards.ScoreConfig.score` scores it
+                        result, score = EvalResult(status="harness_error", feedback="the harness failed"), None
                     turns[i].append(Turn(index=t, prompt=convs[i], response=c.text, reasoning="", summary="",
-                                         candidate="", result=result, score=0.3 + s, token_ids=c.token_ids,
+                                         candidate="", result=result, score=score, token_ids=c.token_ids,
                                          logprobs=c.logprobs, finish_reason=c.finish_reason, generate_s=c.generate_s,
                                          prompt_token_ids=c.prompt_token_ids))
                     convs[i] = convs[i] + [{"role": "assistant", "content": c.text}, {"role": "user", "content": "again"}]

@@ -237,6 +237,20 @@ def test_evaluator_failure_is_recorded_not_raised(tmp_path):
     assert traj.turns[0].result.status == "harness_error" and traj.turns[0].result.flags == ()
 
 
+def test_harness_error_in_the_middle_of_a_trajectory_is_left_out_of_its_best_score(tmp_path):
+    """The real EpisodeRunner with the run's scoring: the middle turn's evaluation fails in the harness, so its
+    score is None (no verdict on the kernel); the trajectory's best score, beam selection and the log read
+    back skip it instead of raising."""
+    evaluator = ScriptedEvaluator(raise_on="call = 2")  # the second policy call: turn index 1 of 3
+    [traj] = parallel(runner_for(CountingPolicy(), evaluator, tmp_path, turns=3), [RELU_TASK], 1)
+    assert [t.result.status for t in traj.turns] == ["correct", "harness_error", "correct"]
+    assert [t.score is None for t in traj.turns] == [False, True, False]
+    assert traj.best_score == pytest.approx(0.3 + 1.7)
+    assert select_beam([traj, traj], 1) == [traj]
+    [again] = [Trajectory.from_dict(json.loads(line)) for line in open(tmp_path / "trajectories.jsonl")]
+    assert again.turns[1].score is None and again.best_score == traj.best_score
+
+
 def test_beam_keeps_the_best_and_replicates_them(tmp_path):
     # Slots alternate slow / fast / broken answers in round 0, so the fast slots (1, 4) score best.
     policy = CountingPolicy(kinds=("SLOW", "FAST", "BROKEN"))

@@ -57,11 +57,12 @@ def test_reward_rises_through_grpo_trainer(tiny_dir, tmp_path):
 
 
 def test_trainer_advantages_equal_our_group_normalised_returns(tiny_dir, tmp_path):
-    """Multi-turn batch, a task drawn twice, one harness_error turn: TRL's advantages are rewards/'s."""
+    """Multi-turn batch, a task drawn twice, a harness_error turn in the middle of a trajectory (score None): the
+    step runs, and TRL's advantages are rewards/'s."""
     cfg = _config(tiny_dir, str(tmp_path / "run"), steps=1, tasks="L1/03_silu", tasks_per_batch=2, turns=3,
                   trajectories=4, micro_batch_size=4, gamma=0.4, eval_every=1, eval_limit=2)
     seen = {}
-    grpo.main(cfg, rollout=LowIdRollout(_vocab(tiny_dir), 4, 3, 8, harness_error_at=(1, 2)), say=lambda s: None,
+    grpo.main(cfg, rollout=LowIdRollout(_vocab(tiny_dir), 4, 3, 8, harness_error_at=(1, 1)), say=lambda s: None,
               trainer_hook=lambda t: seen.setdefault("trainer", t))
     trainer = seen["trainer"]
     [row] = read_metrics(cfg.out)
