@@ -106,6 +106,28 @@ def test_batch_shape_keeps_groups_whole_on_each_rank():
         trl_args.batch_shape(replace(cfg, micro_batch_size=5), 8)
 
 
+def test_unknown_rollout_logprobs_reach_trl_as_nan(tiny_dir):
+    """A turn whose policy gave no log-probs, and a filler slot, carry NaN per token: TRL's importance-sampling
+    correction reads NaN as "no correction" (ratio 1), where a 0.0 (probability 1) would shrink the ratio, and
+    that token's gradient, towards 0."""
+    from transformers import AutoTokenizer
+
+    from train.multiturn_rollout import MultiTurnRollout
+    from train.samples import TurnSample
+
+    def sample(turn: int, logprobs: tuple[float, ...]) -> TurnSample:
+        return TurnSample(group=0, task_id="t", traj_id="0", turn_index=turn, prompt=(), prompt_ids=(1, 2),
+                          completion_ids=(5, 6, 7), logprobs=logprobs, score=0.3, reward=0.3, advantage=0.0,
+                          status="correct")
+
+    rollout = MultiTurnRollout(TrainConfig(), rollout=None, tasks=[], tokenizer=AutoTokenizer.from_pretrained(tiny_dir))
+    out = rollout.to_trl([[sample(0, (-0.5, -0.25, -1.0)), sample(1, ())]], g=3)
+    known, unknown, filler = out["logprobs"]
+    assert known == [-0.5, -0.25, -1.0]
+    assert len(unknown) == 3 and all(math.isnan(x) for x in unknown)
+    assert len(filler) == 1 and math.isnan(filler[0]) and out["env_mask"][2] == [0]
+
+
 @pytest.mark.parametrize("preset,world", [("cpu-tiny", 1), ("cpu-tiny", 2), ("qwen3-8b-8gpu", 8),
                                           ("qwq-32b-multinode", 8)])
 def test_presets_resolve_to_grpo_settings(preset, world):

@@ -16,6 +16,11 @@ from train.generation import chat_ids, generation_policy
 from train.metrics_log import departing_share, repetition_rate, usual_openings
 from train.samples import TurnSample, build_samples
 
+UNKNOWN_LOGPROB = float("nan")
+"""A completion token's generation log-prob when the policy gave none: TRL's GRPOTrainer (1.16,
+`_generate_and_score_completions`) maps NaN to a zero log-prob difference, i.e. no importance-sampling
+correction for that token."""
+
 
 def scoring_of(config: TrainConfig) -> Any:
     """The run's reward settings: verdict -> score (never the harness's own number)."""
@@ -83,7 +88,9 @@ class MultiTurnRollout:
             for s in real:
                 out["prompt_ids"].append(list(s.prompt_ids))
                 out["completion_ids"].append(list(s.completion_ids))
-                lps = list(s.logprobs) if len(s.logprobs) == len(s.completion_ids) else [0.0] * len(s.completion_ids)
+                # Unknown log-probs are NaN, which TRL's importance-sampling correction reads as "no correction"
+                # (ratio 1); a 0.0 would read as probability 1 and shrink that token's ratio, and its gradient, to ~0.
+                lps = list(s.logprobs) if len(s.logprobs) == len(s.completion_ids) else [UNKNOWN_LOGPROB] * len(s.completion_ids)
                 out["logprobs"].append(lps)
                 out["turn_reward"].append(s.reward)
                 out["env_mask"].append([1] * len(s.completion_ids))
@@ -91,7 +98,7 @@ class MultiTurnRollout:
                 filled = True
                 out["prompt_ids"].append(list(real[0].prompt_ids) if real else [eos])
                 out["completion_ids"].append([eos])
-                out["logprobs"].append([0.0])
+                out["logprobs"].append([UNKNOWN_LOGPROB])
                 out["turn_reward"].append(None)
                 out["env_mask"].append([0])
         if not filled:

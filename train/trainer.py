@@ -45,8 +45,8 @@ def make_trainer_class():
                 self.last_advantages = adv.detach().cpu()
             old, sampled = out.get("old_per_token_logps"), out.get("sampling_per_token_logps")
             if old is not None and sampled is not None:
-                mask = out["completion_mask"].float()
-                gap = ((old - sampled).abs() * mask).sum() / mask.sum().clamp(min=1)
+                mask = out["completion_mask"].float() * (~torch.isnan(sampled)).float()  # NaN: log-prob unknown
+                gap = (torch.nan_to_num(old - sampled).abs() * mask).sum() / mask.sum().clamp(min=1)
                 self._metrics["train"]["rollout/logprob_gap_mean"].append(
                     float(self.accelerator.gather(gap.reshape(1)).mean()))
             return out
