@@ -226,6 +226,9 @@ ATTACKS = [
            feedback=("inline_asm not supported",), slow=True),
     Attack("triton_torch_in_kernel.py", static_flags=("static:triton_python_in_kernel",),
            flags=("dynamic:torch_compute_op",)),
+    # A refused flag by position; the child's hook refuses it when the static check is off.
+    Attack("flags_by_position.py", static_flags=("static:build_flags",), flags=("dynamic:build_flags",),
+           feedback=("-DKA_ASM=__asm__",)),
     Attack("triton_flip_interpreter.py", static_flags=("static:forbidden_import",), statuses=(RUNTIME_ERROR,),
            flags=("interpreted",), slow=True),
 ]
@@ -243,6 +246,7 @@ BUILD_ATTACKS = {  # judged from the build or the build step's effects on the ho
     "pch_flood.py": "",
     "compile_forges_outcome.py": "static:forbidden_import",
     "build_in_init.py": "dynamic:build_outside_compile_stage",
+    "flags_unpacked.py": "dynamic:build_flags",
 }
 
 
@@ -427,6 +431,34 @@ def test_no_library_is_built_in_the_run_stage(build_cache_dir, static):
     assert result.status == REJECTED and BUILD_ATTACKS["build_in_init.py"] in result.flags, describe(result)
     assert "nothing was built in adv_late" in result.feedback, describe(result)
     assert_zero(result)
+
+
+UNPACKED_CALL = "ext = build(*ARGS, **OPTIONS)"
+FLAG_SPELLINGS = {
+    "unpacked": UNPACKED_CALL,
+    "positional": 'ext = build("adv_flags_unpacked", [cpp_source], [], [], ["relu_forward"], FLAGS)',
+    "keywords": "ext = build(**dict(name=ARGS[0], cpp_sources=ARGS[1], functions=ARGS[4], extra_cflags=FLAGS))",
+    # the refusal caught, PyTorch doing the work: the refusal is recorded outside the candidate's reach
+    "caught": f"try:\n    {UNPACKED_CALL}\nexcept Exception:\n    ext = nn.ReLU()\n    ext.relu_forward = ext.forward",
+}
+
+
+@pytest.mark.parametrize("spelling", list(FLAG_SPELLINGS))
+def test_build_flags_refused_however_passed(build_cache_dir, spelling):
+    """Static checks off: the child's hook binds the real call, whatever its spelling, and refuses the flag
+    before anything is compiled (rejected even when the candidate caught the error)."""
+    src = source("flags_unpacked.py")
+    assert UNPACKED_CALL in src
+    result = evaluate(TASKS["relu"], src.replace(UNPACKED_CALL, FLAG_SPELLINGS[spelling]),
+                      config(build_cache_dir, static_checks=False))
+    assert result.status == REJECTED and BUILD_ATTACKS["flags_unpacked.py"] in result.flags, describe(result)
+    assert "-DKA_ASM=__asm__" in result.feedback and not result.compiled, describe(result)
+    assert_zero(result)
+
+
+def test_build_flags_unpacked_rejected_statically(build_cache_dir):
+    assert_static_reject(evaluate(TASKS["relu"], source("flags_unpacked.py"), config(build_cache_dir)),
+                         ("static:build_flags",))
 
 
 def test_build_step_never_follows_a_planted_link(build_cache_dir, tmp_path):

@@ -28,6 +28,8 @@ import hashlib
 import os
 from typing import Any
 
+from kernelbench.harness import build_flags
+
 FLAG = "dynamic:build_outside_compile_stage"
 UNTRACKED = frozenset({"lock", ".ninja_log", ".ninja_deps"})
 """Files of a build folder that say nothing about what was built: torch's build baton and ninja's logs."""
@@ -120,8 +122,14 @@ def refuse_builds(manifest: dict[str, dict[str, str]], ext_dir: str) -> None:
 
 
 def judge(refused: tuple[str, ...]) -> dict[str, str]:
-    """The parent's flag for the run child's refused builds (its report's `build_refused`)."""
-    if not refused:
-        return {}
-    return {FLAG: "a library was built or loaded in the run stage instead of the compile stage: "
-                  + "; ".join(map(str, refused))[:600]}
+    """The parent's flags for the run child's refused builds (its report's `build_refused`): calls whose
+    flags `build_flags` refused (`load_inline_hook`, marked `build_flags.MARK`) and builds outside the
+    compile stage."""
+    flags = [str(r) for r in refused if str(r).startswith(build_flags.MARK)]
+    others = [str(r) for r in refused if not str(r).startswith(build_flags.MARK)]
+    found = {build_flags.FLAG: "a load_inline / load call's arguments were refused: " + "; ".join(flags)[:600]} \
+        if flags else {}
+    if others:
+        found[FLAG] = "a library was built or loaded in the run stage instead of the compile stage: " \
+            + "; ".join(others)[:600]
+    return found

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelbench.harness import nvrtc, prebuild, protocol, report, sandbox, triton_kernels
+from kernelbench.harness import build_flags, nvrtc, prebuild, protocol, report, sandbox, triton_kernels
 from kernelbench.harness.build_cache import cache_key, cache_root, source_key
 from kernelbench.harness.build_tree import BuildTreeError, import_tree, swap_in
 from kernelbench.harness.child import launch
@@ -36,8 +36,7 @@ class BuildOutcome:
 
     status: str
     """`ok`, `compile_error`, `format_error` (no ModelNew class after import), `timeout`, `harness_error`
-    (the compile child never reached the candidate's code; not cached), or `rejected` (the child's report
-    pipe carried frames of the candidate's own: `dynamic:harness_tampered`; not cached)."""
+    (the compile child never reached the candidate's code; not cached), or `rejected` (`flag`; not cached)."""
     cached: bool
     """Served from the build cache (no compiler ran)."""
     compile_s: float
@@ -49,6 +48,9 @@ class BuildOutcome:
     sandbox: str = ""
     pch_dir: str = ""
     """The PCH folder the build used; the run child's load_inline must pass the same include path."""
+    flag: str = ""
+    """Why `rejected`: `dynamic:harness_tampered` (the child's report pipe carried frames of the candidate's
+    own) or `dynamic:build_flags` (the child refused a `load_inline` / `load` call's flags)."""
 
 
 def _read_meta(path: Path) -> dict | None:
@@ -90,7 +92,8 @@ def build(src: str, config: EvalConfig, jobs: int = 0, pch_dir: str = "") -> Bui
                     (entry / "built").touch()  # last: the entry's completion marker
                 return BuildOutcome(status=meta["status"], cached=built and meta["status"] == "ok",
                                     compile_s=time.perf_counter() - start, error_text=meta["error_text"],
-                                    entry_dir=str(entry), sandbox=meta["sandbox"], pch_dir=meta["pch_dir"])
+                                    entry_dir=str(entry), sandbox=meta["sandbox"], pch_dir=meta["pch_dir"],
+                                    flag=meta.get("flag", ""))
     return BuildOutcome(status=meta["status"], cached=True, compile_s=time.perf_counter() - start,
                         error_text=meta["error_text"], entry_dir=str(entry), sandbox=meta.get("sandbox", ""),
                         pch_dir=meta.get("pch_dir", ""))
@@ -170,9 +173,12 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
     elif oversized:
         meta.update(status="compile_error", error_text=oversized)
     elif tampered:  # bytes nobody but the candidate's code could have written: judged as the run child's are
-        meta.update(status="rejected", error_text=f"the compile child's report channel carried {tampered}")
+        meta.update(status="rejected", flag="dynamic:harness_tampered",
+                    error_text=f"the compile child's report channel carried {tampered}")
     elif result is not None and result.fault is None:
         return meta
+    elif result is not None and result.fault.phase == "build_flags":  # the child's hook refused a call's flags
+        meta.update(status="rejected", flag=build_flags.FLAG, error_text=result.fault.error[:2000])
     elif result is not None and result.fault.phase == "format":
         meta.update(status="format_error", error_text=result.fault.error[:2000])
     else:

@@ -94,8 +94,8 @@ def _compile_stage(task: Task, src: str, config: EvalConfig, jobs: int = 0) -> S
         return Staged(task, src, config, out, manifest=manifest)
     if out.status == HARNESS_ERROR:
         return Staged(task, src, config, out, harness_error(task, config, out.error_text, **fields))
-    if out.status == REJECTED:  # the compile child's report pipe carried frames of the candidate's own
-        reasons = {"dynamic:harness_tampered": out.error_text}
+    if out.status == REJECTED:  # the compile child refused a build's flags, or its pipe carried the candidate's frames
+        reasons = {out.flag or "dynamic:harness_tampered": out.error_text}
         return Staged(task, src, config, out, _decided(REJECTED, config, policy, "", tuple(reasons), reasons, **fields))
     status = {"timeout": TIMEOUT, "format_error": FORMAT_ERROR}.get(out.status, COMPILE_ERROR)
     head = "compilation failed:\n" if status == COMPILE_ERROR else ""

@@ -99,7 +99,7 @@ def kernel_sources(src: Source) -> list[tuple[ast.Call, str, list[ast.expr | Non
     for n in src.nodes:
         if isinstance(n, ast.Call):
             q, last = src.qualname(n.func) or "", last_name(n.func)
-            if last == "load_inline":
+            if last == "load_inline" or q.endswith("cpp_extension.load_inline"):  # a renamed alias too
                 out.append((n, "load_inline", [call_arg(n, 1, "cpp_sources"), call_arg(n, 2, "cuda_sources")]))
             elif last in ("RawModule", "RawKernel") and (q.startswith("cupy") or not q):
                 out.append((n, last, [call_arg(n, 0, "code")]))

@@ -158,7 +158,7 @@ def verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, frames: r
                           reasons={"dynamic:harness_tampered": reason}, run_s=out.wall_s)
     refused = build_manifest.judge(sent.build_refused if sent is not None else ())
     if refused:  # a build the parent never checked was asked for (caught by the candidate or not)
-        return RunVerdict(REJECTED, refused[build_manifest.FLAG], flags=tuple(refused), reasons=refused, run_s=out.wall_s)
+        return RunVerdict(REJECTED, "\n".join(refused.values()), flags=tuple(refused), reasons=refused, run_s=out.wall_s)
     if res is None:
         fault = sent.fault if sent is not None else None
         detail = _crash_detail(out, fault)

@@ -66,7 +66,7 @@ def run_compile(job: protocol.CompileJob, scratch: str, reporter: Any) -> tuple[
     from kernelbench.harness.child import load_inline_hook
 
     load_inline_hook.patch_load_inline(job.device, job.pch_dir)
-    stop_early_build = prebuild.stop  # captured before candidate code runs
+    stop_early_build, refused, as_fault = prebuild.stop, _refused, _refused_build  # captured before candidate code runs
     progress(sandbox.UNTRUSTED, close=True)
     try:
         try:
@@ -76,12 +76,23 @@ def run_compile(job: protocol.CompileJob, scratch: str, reporter: Any) -> tuple[
     except BaseException as e:  # SystemExit too: whatever stops the import is the candidate's compile fault
         error = _text(e)
         error = error[:MAX_ERROR_CHARS // 2] + error[-MAX_ERROR_CHARS // 2:] if len(error) > MAX_ERROR_CHARS else error
-        return protocol.Fault(phase="import", error=error, error_type=_name(e), oom=False,
-                              traceback=_traceback_tail()), None
+        return as_fault(refused) or protocol.Fault(phase="import", error=error, error_type=_name(e), oom=False,
+                                                   traceback=_traceback_tail()), None
+    if refused:  # a refused build, whether or not the candidate's code caught the error
+        return as_fault(refused), None
     if not _isinstance(module.__dict__.get("ModelNew"), type):
         return protocol.Fault(phase="format", error="the candidate defines no class ModelNew", error_type="",
                               oom=False, traceback=""), None
     return None, None
+
+
+def _refused_build(refused: list[str]) -> protocol.Fault | None:
+    """The compile child's refused builds (`load_inline_hook`: flags `build_flags` does not allow) as the
+    fault the parent rejects (`builder`: phase `build_flags`); None when there were none."""
+    if not refused:
+        return None
+    return protocol.Fault(phase="build_flags", error="; ".join(map(str, refused))[:4000], error_type="BuildFlagsRefused",
+                          oom=False, traceback="")
 
 
 def _text(e: BaseException) -> str:
