@@ -92,6 +92,21 @@ def test_an_unavailable_torch_writer_is_said_in_the_key(fresh_environment, monke
     assert any(p.startswith("include-paths=[") for p in parts)
 
 
+def test_the_cuda_key_holds_the_toolkit_and_never_touches_the_gpu(fresh_environment, monkeypatch):
+    """CUDA builds: torch's writer with nvcc's flags and the toolkit's paths, an explicit arch flag so torch
+    never asks the GPU from the parent (rule 11); another toolkit folder is another key."""
+    import torch
+    from torch.utils import cpp_extension
+
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", "/opt/toolkit-a")
+    text, first = toolchain.torch_ninja_text("cuda"), build_cache.cache_key(SRC, "cuda")
+    assert "nvcc = /opt/toolkit-a/bin/nvcc" in text and "-isystem /opt/toolkit-a/include" in text
+    monkeypatch.setattr(cpp_extension, "CUDA_HOME", "/opt/toolkit-b")
+    toolchain.build_environment.cache_clear()
+    assert build_cache.cache_key(SRC, "cuda") != first
+    assert not torch.cuda.is_initialized()
+
+
 def venv_with_its_own_torch(where: str) -> str:
     """A virtual environment (system site-packages) whose `import torch` finds torch in the venv's own
     site-packages, as after installing the same torch there; a link to this torch, so nothing is downloaded."""
