@@ -204,6 +204,7 @@ def test_cpu_compiler_choice_and_fallback(compiler, monkeypatch, tmp_path):
         pytest.skip("clang++ with libomp is not installed")
     assert build_cache.cache_key(src, "cpu") != gcc_key and "clang" in build_cache.toolchain_fingerprint("cpu")
     assert build_cache.toolchain_fingerprint("cuda") == "\n".join(toolchain.gcc_fingerprint("cuda")
+                                                             + toolchain.interpreter_fingerprint()
                                                              + [f"harness={build_cache.build_code_hash()}"])
     made = []
     monkeypatch.setattr(pch, "clang_pch_dir", lambda folder, flags: made.append(flags) or f"{folder}/clang")

@@ -168,10 +168,13 @@ def test_identical_files_keep_their_mtimes(tmp_path):
 
 def test_the_template_is_recorded_anew_for_other_build_code(clang_pch, monkeypatch):
     """A template recorded by other build code (another hook, other flags) would predict files torch no longer
-    writes and make every cold compile build twice: its file is named by the build code's hash."""
+    writes and make every cold compile build twice: its file is named by the build code's hash (and the
+    build environment's: tests/test_build_environment.py)."""
     fake = f"test{os.getpid()}"
+    before = prebuild.template_key()
     monkeypatch.setattr(prebuild, "build_code_hash", lambda: fake)
-    path = Path(clang_pch, prebuild.TEMPLATE_FILE.format(fake))
+    assert prebuild.template_key() != before
+    path = Path(clang_pch, prebuild.TEMPLATE_FILE.format(prebuild.template_key()))
     try:
         assert not path.exists() and prebuild.template(clang_pch, ENV)
         assert path.exists()

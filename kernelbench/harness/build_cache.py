@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelbench.harness.config import EvalConfig
-from kernelbench.harness.toolchain import clang_cxx, gcc_fingerprint, tool_version
+from kernelbench.harness.toolchain import clang_cxx, gcc_fingerprint, interpreter_fingerprint, tool_version
 
 HARNESS_DIR = Path(__file__).resolve().parent
 BUILD_CODE_MODULES = ("build_cache.py", "build_tree.py", "builder.py", "pch.py", "toolchain.py",
@@ -47,11 +47,14 @@ def build_code_hash() -> str:
 
 
 def toolchain_fingerprint(device: str) -> str:
-    """Everything besides the source that decides what a build produces: for CPU builds, also whether clang
-    compiles them (`clang_cxx`), which changes the object code and the OpenMP runtime the library needs."""
-    parts = gcc_fingerprint(device) + [f"harness={build_code_hash()}"]  # entries only: the PCH is keyed by its command
+    """Everything besides the source that decides what a build produces and what importing it does: the
+    toolchain and where torch and Python's headers are (`gcc_fingerprint`), the interpreter the children
+    run (`interpreter_fingerprint`: two environments sharing one cache each get their own entries), the
+    build code; for CPU builds, also whether clang compiles them (`clang_cxx`), which changes the object
+    code and the OpenMP runtime the library needs."""
+    parts = gcc_fingerprint(device) + interpreter_fingerprint() + [f"harness={build_code_hash()}"]
     if device == "cpu" and clang_cxx():
-        parts.append(f"cpu-cxx={tool_version((clang_cxx(), '--version'))} pch=clang-include-pch")
+        parts.append(f"cpu-cxx={tool_version((clang_cxx(), '--version'))} at {clang_cxx()} pch=clang-include-pch")
     return "\n".join(parts)
 
 

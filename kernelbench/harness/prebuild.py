@@ -21,6 +21,7 @@ torch's ninja in the child decides whether anything is left to build (see the ch
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -30,15 +31,16 @@ import tempfile
 from pathlib import Path
 
 from kernelbench.harness import sandbox
-from kernelbench.harness.build_cache import build_code_hash, compiled_parts
+from kernelbench.harness.build_cache import build_code_hash, compiled_parts, toolchain_fingerprint
 from kernelbench.harness.build_tree import BuildTreeError, copy_regular
 from kernelbench.harness.child import launch
 from kernelbench.harness.child.load_inline_hook import STANDARD_CFLAGS, clang_pch_info, normal_flags
 
 TEMPLATE_FILE = "prebuild-template-{}.json"
-"""Named by the build code's hash (`build_cache.build_code_hash`: this module, the hook, the builder...): a
-template recorded by other build code would predict files torch no longer writes, and every cold compile
-would then build twice."""
+"""Named by `template_key`: the build code's hash (`build_cache.build_code_hash`: this module, the hook, the
+builder...) and the environment's (`build_cache.toolchain_fingerprint`). A template recorded by other build
+code, or by an interpreter whose torch lives elsewhere, would predict files torch no longer writes, and
+every cold compile would then build twice."""
 PROBE_NAME = "kaprobe7b2e41"
 PROBE_SOURCE = "int kaprobe7b2e41_fn(int x) { return x + 1; }"
 PROBE_FUNCTION = "kaprobe7b2e41_fn"
@@ -60,6 +62,13 @@ def main_cpp(cpp_sources: list[str], functions: list[str] | None) -> str:
     return "\n".join(lines)
 
 
+def template_key() -> str:
+    """What a template is a function of besides its PCH folder: the build code and the CPU build environment
+    (interpreter, torch's paths, compiler), the same parts as a build entry's key."""
+    text = build_code_hash() + "\n" + toolchain_fingerprint("cpu")
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def template(pch_dir: str, env: tuple[tuple[str, str], ...]) -> str | None:
     """The `build.ninja` template of clang builds with the PCH in `pch_dir` (recorded now if missing), or None
     when there is no clang PCH there or the probe could not record one (then nothing is planned: a cold
@@ -67,7 +76,7 @@ def template(pch_dir: str, env: tuple[tuple[str, str], ...]) -> str | None:
     info = clang_pch_info(pch_dir) if pch_dir else None
     if info is None:
         return None
-    path = Path(pch_dir, TEMPLATE_FILE.format(build_code_hash()))
+    path = Path(pch_dir, TEMPLATE_FILE.format(template_key()))
     if not path.exists():
         with open(Path(pch_dir).parent / "build.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)

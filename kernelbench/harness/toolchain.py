@@ -12,8 +12,11 @@ from __future__ import annotations
 import functools
 import os
 import shutil
+import hashlib
+import inspect
 import subprocess
 import sys
+import sysconfig
 import tempfile
 
 from kernelbench.harness import sandbox
@@ -29,6 +32,8 @@ def tool_version(argv: tuple[str, ...]) -> str:
 
 
 def gcc_fingerprint(device: str) -> list[str]:
+    """What a build's outcome depends on besides its source and the interpreter: versions, flags, and where
+    torch, Python's headers and the compiler are (`build_environment`). Keys the PCH folder too."""
     import torch
 
     parts = [f"torch={torch.__version__}", f"cuda={torch.version.cuda}", f"python={sys.version_info[:3]}",
@@ -36,7 +41,81 @@ def gcc_fingerprint(device: str) -> list[str]:
              "pch=gch-folder"]  # where builds find their PCH (the .o's dependency list names it)
     if device == "cuda":
         parts += [f"nvcc={tool_version(('nvcc', '--version'))}", f"arch={cuda_arch_list()}"]
-    return parts
+    return parts + list(build_environment(device))
+
+
+def interpreter_fingerprint() -> list[str]:
+    """The interpreter the children run (`launch.child_argv`: this one): its file, its prefix and its base.
+
+    Why: a virtual environment shares the base interpreter's file and headers but not its packages; the
+    import outcome an entry caches (`imports/`) depends on what the child can import, and the children's
+    PATH starts with the interpreter's folder (`sandbox.child_path`), where `c++` is looked up.
+    Covers: two interpreters (the system's, a venv's) sharing one build cache, each with its own entries.
+    Not covered: a change inside the same prefix (packages installed between runs) other than torch's own
+    paths, which `build_environment` keys."""
+    return [f"python-executable={os.path.realpath(sys.executable)}", f"python-prefix={sys.prefix}",
+            f"python-base-prefix={sys.base_prefix}"]
+
+
+def _guarded(what: str, compute) -> str:
+    """`what=value`, or `what=unavailable (ErrorType)` when this torch cannot say (an older or newer API):
+    the key then rests on the other parts, and says so."""
+    try:
+        return f"{what}={compute()}"
+    except Exception as e:  # a moved private API of torch's: the key is coarser, never shared wrongly by this
+        return f"{what}=unavailable ({type(e).__name__})"
+
+
+@functools.lru_cache(maxsize=None)
+def build_environment(device: str) -> tuple[str, ...]:
+    """What torch writes into every `build.ninja` on this interpreter, and where it comes from: torch's own
+    ninja file for a fixed probe (`torch_ninja_text`, hashed), plus the same inputs named one by one.
+
+    Why: the run child compares the `build.ninja` torch writes for it with the one the compile stage built
+    (`build_manifest`); an entry built by an interpreter whose torch lives elsewhere (same version, other
+    folder) names other include and library paths, and every evaluation from the other interpreter was
+    rejected (`dynamic:build_outside_compile_stage`). Deriving the key from torch's own writer covers
+    inputs added by a later torch too; the named parts keep the key apart where that writer is unavailable.
+    Covers: torch's location (`__file__`, include and library paths), Python's include folder, the C++ ABI,
+    the compiler the children find on their PATH, and every flag torch adds.
+    Not covered: headers or libraries changed in place under the same paths (same versions assumed)."""
+    import torch
+    from torch.utils import cpp_extension
+
+    kind = "cuda" if device == "cuda" else "cpu"
+    cxx = shutil.which("c++", path=sandbox.child_path())
+    return (f"torch-file={torch.__file__}", f"torch-realpath={os.path.realpath(torch.__file__)}",
+            f"python-include={sysconfig.get_path('include', scheme='posix_prefix')}",
+            f"child-cxx={os.path.realpath(cxx) if cxx else 'absent'}",
+            f"cxx11-abi={getattr(torch._C, '_GLIBCXX_USE_CXX11_ABI', '?')}",
+            _guarded("include-paths", lambda: cpp_extension.include_paths(kind)),
+            _guarded("library-paths", lambda: cpp_extension.library_paths(kind)),
+            _guarded("cuda-home", lambda: cpp_extension.CUDA_HOME if kind == "cuda" else "-"),
+            _guarded("torch-ninja", lambda: hashlib.sha256(torch_ninja_text(kind).encode()).hexdigest()[:16]))
+
+
+PROBE_SOURCE_PATH = "/kernel-agent-probe/main.cpp"
+
+
+def torch_ninja_text(kind: str) -> str:
+    """The `build.ninja` torch's `load_inline` writes on this interpreter for a fixed extension (name,
+    source path, STANDARD_CFLAGS), from torch's own writer; no compiler runs. CUDA: with an explicit arch
+    flag, so torch never queries a GPU from the parent (rule 11: no CUDA before a fork). Raises when this
+    torch's private API differs (`build_environment` records that)."""
+    from torch.utils import cpp_extension
+
+    cuda = kind == "cuda"
+    args = {"path": "", "name": "kaprobe", "sources": [PROBE_SOURCE_PATH], "extra_cflags": list(STANDARD_CFLAGS),
+            "extra_cuda_cflags": ["-arch=sm_80"] if cuda else [], "extra_sycl_cflags": [],
+            "extra_include_paths": [], "with_cuda": cuda, "with_sycl": False, "is_standalone": False,
+            "verbose": False, "extra_ldflags": []}
+    writer, ldflags = cpp_extension._write_ninja_file_to_build_library, cpp_extension._prepare_ldflags
+    args["extra_ldflags"] = ldflags(**{k: v for k, v in args.items() if k in inspect.signature(ldflags).parameters})
+    with tempfile.TemporaryDirectory() as tmp:
+        args["path"] = os.path.join(tmp, "build.ninja")
+        writer(**{k: v for k, v in args.items() if k in inspect.signature(writer).parameters})
+        with open(args["path"]) as f:
+            return f.read()
 
 
 @functools.lru_cache(maxsize=1)
