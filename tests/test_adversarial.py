@@ -243,6 +243,7 @@ BUILD_ATTACKS = {  # judged from the build or the build step's effects on the ho
     "pch_flood.py": "",
     "compile_forges_outcome.py": "static:forbidden_import",
     "build_in_init.py": "dynamic:build_outside_compile_stage",
+    "build_tree_flood.py": "build:tree_too_large",  # tests/test_tree_attacks.py
 }
 
 
