@@ -13,7 +13,7 @@ import os
 import time
 from pathlib import Path
 
-from kernelbench.harness import cache_quota, symbols
+from kernelbench.harness import build_tree, cache_quota, symbols
 from kernelbench.harness.build_tree import TREE_TOO_LARGE
 from kernelbench.harness.evaluate import evaluate
 from kernelbench.harness.result import HARNESS_ERROR, REJECTED
@@ -90,3 +90,17 @@ def test_big_file_is_refused_and_the_cache_keeps_its_quota(tmp_path, monkeypatch
     assert honest.compiled and honest.status != HARNESS_ERROR, describe(honest)  # its timing is not judged here
     assert cache_bytes(root) < 50 << 20, "the build cache is over its quota"
     assert len([p for p in root.iterdir() if p.is_dir()]) == 1, "the least recently used entry was not evicted"
+    (entry,) = [p for p in root.iterdir() if p.is_dir()]
+    assert_well_inside_bounds(entry / "ext")
+
+
+def assert_well_inside_bounds(ext: Path) -> None:
+    """The bounds' justification, measured: an honest build folder (a ReLU's) is 10x inside every one."""
+    files = [p for p in ext.rglob("*")]
+    depth = max(len(p.relative_to(ext).parts) - 1 for p in files)
+    size = sum(p.stat().st_size for p in files if p.is_file())
+    largest = max(p.stat().st_size for p in files if p.is_file())
+    print(f"honest build folder: {len(files)} entries, depth {depth}, {size >> 10} KB, largest file {largest >> 10} KB")
+    bounds = build_tree.BUILD_BOUNDS
+    assert len(files) * 10 <= bounds.max_entries and depth * 4 <= bounds.max_depth
+    assert largest * 10 <= bounds.max_file_bytes and size * 10 <= bounds.max_total_bytes
