@@ -247,6 +247,7 @@ BUILD_ATTACKS = {  # judged from the build or the build step's effects on the ho
     "compile_forges_outcome.py": "static:forbidden_import",
     "build_in_init.py": "dynamic:build_outside_compile_stage",
     "flags_unpacked.py": "dynamic:build_flags",
+    "build_tree_flood.py": "build:tree_too_large",  # tests/test_tree_attacks.py
 }
 
 

@@ -344,7 +344,7 @@ def test_import_tree_keeps_regular_files_and_never_follows_links(tmp_path):
     assert (tmp_path / "out" / "op" / "op.so").stat().st_mtime_ns == 1_000_000_123
     assert sorted(p.name for p in victim.iterdir()) == ["lock", "secret"]
     with pytest.raises(build_tree.BuildTreeError):  # bounded: a child cannot fill the cache's disk
-        build_tree.import_tree(str(src), str(tmp_path / "small"), max_bytes=50)
+        build_tree.import_tree(str(src), str(tmp_path / "small"), build_tree.TreeBounds(max_total_bytes=50))
 
 
 def test_pch_flag_lists_are_normalised_to_a_fixed_set():

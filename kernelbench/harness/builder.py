@@ -15,7 +15,6 @@ import fcntl
 import json
 import os
 import secrets
-import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -23,7 +22,8 @@ from pathlib import Path
 
 from kernelbench.harness import build_flags, nvrtc, prebuild, protocol, report, sandbox, triton_kernels
 from kernelbench.harness.build_cache import cache_key, cache_root, source_key
-from kernelbench.harness.build_tree import BuildTreeError, import_tree, swap_in
+from kernelbench.harness.build_tree import TREE_TOO_LARGE, BuildTreeError, TreeTooLarge, import_tree, remove_tree, swap_in
+from kernelbench.harness.cache_quota import evict_builds, mark_used, record_size
 from kernelbench.harness.child import launch
 from kernelbench.harness.child import prebuild as child_prebuild
 from kernelbench.harness.config import EvalConfig
@@ -36,7 +36,7 @@ class BuildOutcome:
 
     status: str
     """`ok`, `compile_error`, `format_error` (no ModelNew class after import), `timeout`, `harness_error`
-    (the compile child never reached the candidate's code; not cached), or `rejected` (`flag`; not cached)."""
+    (the compile child never reached the candidate's code; not cached), or `rejected` (`flag` says why)."""
     cached: bool
     """Served from the build cache (no compiler ran)."""
     compile_s: float
@@ -49,8 +49,10 @@ class BuildOutcome:
     pch_dir: str = ""
     """The PCH folder the build used; the run child's load_inline must pass the same include path."""
     flag: str = ""
-    """Why `rejected`: `dynamic:harness_tampered` (the child's report pipe carried frames of the candidate's
-    own) or `dynamic:build_flags` (the child refused a `load_inline` / `load` call's flags)."""
+    """Why a `rejected` build is: `dynamic:harness_tampered` (the child's report pipe carried frames of the
+    candidate's own; not cached), `dynamic:build_flags` (the child refused a `load_inline` / `load` call's
+    flags; not cached) or `build:tree_too_large` (its build folder is over `build_tree.BUILD_BOUNDS`; cached
+    per file)."""
 
 
 def _read_meta(path: Path) -> dict | None:
@@ -72,31 +74,37 @@ def build(src: str, config: EvalConfig, jobs: int = 0, pch_dir: str = "") -> Bui
     key = cache_key(src, config.device)
     entry = root / key
     meta_path = entry / "imports" / f"{source_key(src, config.device)}.json"
-    meta = _read_meta(meta_path)
+    with open(root / f"{key}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_SH)  # held while marking the use: eviction re-checks it under LOCK_EX
+        mark_used(entry)
+        meta = _read_meta(meta_path)
     if meta is None:
-        with open(root / f"{key}.lock", "w") as lock:
+        with open(root / f"{key}.lock", "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # another worker compiling the same entry: wait and reuse
             meta = _read_meta(meta_path)
             if meta is None:
                 built = (entry / "built").exists()
                 if not built:  # whatever a killed or failed compile left here is not trusted: build afresh
-                    shutil.rmtree(entry / "ext", ignore_errors=True)
+                    remove_tree(entry / "ext")
                 pch_dir = pch_dir_for(pch_dir, pch_flags(src), config.device)
                 meta = _compile(src, config, entry, jobs, pch_dir)
-                if meta["status"] in ("ok", "compile_error", "format_error"):  # never a timeout or harness_error
+                if meta["status"] in ("ok", "compile_error", "format_error") or meta.get("flag") == TREE_TOO_LARGE:
                     meta_path.parent.mkdir(parents=True, exist_ok=True)
                     tmp = meta_path.with_suffix(f".tmp{os.getpid()}")
                     tmp.write_text(json.dumps(meta))
                     os.replace(tmp, meta_path)  # atomic: a killed harness leaves no half-written verdict
                 if meta["status"] == "ok":
                     (entry / "built").touch()  # last: the entry's completion marker
+                mark_used(entry)
+                if not built:
+                    evict_builds(root, keep=key)  # the cache's quota (cache_quota), never this entry
                 return BuildOutcome(status=meta["status"], cached=built and meta["status"] == "ok",
                                     compile_s=time.perf_counter() - start, error_text=meta["error_text"],
                                     entry_dir=str(entry), sandbox=meta["sandbox"], pch_dir=meta["pch_dir"],
                                     flag=meta.get("flag", ""))
     return BuildOutcome(status=meta["status"], cached=True, compile_s=time.perf_counter() - start,
                         error_text=meta["error_text"], entry_dir=str(entry), sandbox=meta.get("sandbox", ""),
-                        pch_dir=meta.get("pch_dir", ""))
+                        pch_dir=meta.get("pch_dir", ""), flag=meta.get("flag", ""))
 
 
 COMPILE_REPORT_BYTES = 4 << 20
@@ -117,7 +125,7 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
     ext = entry / "ext"
     ext.mkdir(parents=True, exist_ok=True)
     fresh = str(entry / f"ext.new-{os.getpid()}-{secrets.token_hex(4)}")
-    oversized = ""
+    oversized = too_large = ""
     with sandbox.SlotLease() as slot:
         scratch = sandbox.make_scratch(slot.uid, prefix="ka-compile-")
         private = tempfile.mkdtemp(prefix="ka-build-")
@@ -152,16 +160,21 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
             frames = collector.finish()
             tampered = frames.report_only_problem()
             result = protocol.decode_untrusted(protocol.CompileReport, frames.result(), nonce)
-            try:
-                import_tree(work, fresh)
+            try:  # bounded (build_tree.BUILD_BOUNDS) before any tool runs on the folder
+                record_size(entry, import_tree(work, fresh))
                 swap_in(entry, fresh)
+            except TreeTooLarge as e:
+                too_large = f"the build folder is over the harness's bounds: {e}"
             except (OSError, BuildTreeError) as e:
                 oversized = f"the build folder could not be brought back: {e}"
-                shutil.rmtree(fresh, ignore_errors=True)
+            if too_large or oversized:
+                remove_tree(fresh)
+                if work == str(ext):  # the plain child built in place: none of it is kept
+                    remove_tree(ext)
         finally:
             collector.close()
-            shutil.rmtree(scratch, ignore_errors=True)
-            shutil.rmtree(private, ignore_errors=True)
+            remove_tree(scratch)  # trees the candidate wrote: iterative, never following a link
+            remove_tree(private)
     meta = {"status": "ok", "error_text": "", "sandbox": out.sandbox, "pch_dir": pch_dir}
     if not out.untrusted_ran:  # the child never reached the candidate: the harness's fault, never cached
         state = "timed out" if out.timed_out else f"exit {out.returncode}"
@@ -170,6 +183,8 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
                     f"{out.stderr_tail.strip()[-600:]}")
     elif out.timed_out:
         meta.update(status="timeout", error_text=f"compile stage exceeded {config.compile_timeout_s:.0f} s")
+    elif too_large:  # the candidate's own build: its verdict, before any tool reads the folder
+        meta.update(status="rejected", flag=TREE_TOO_LARGE, error_text=too_large)
     elif oversized:
         meta.update(status="compile_error", error_text=oversized)
     elif tampered:  # bytes nobody but the candidate's code could have written: judged as the run child's are

@@ -86,7 +86,8 @@ def _compile_stage(task: Task, src: str, config: EvalConfig, jobs: int = 0) -> S
     fields = dict(compile_s=out.compile_s, cached_build=out.cached)
     if out.status == "ok":
         manifest = build_manifest.record(os.path.join(out.entry_dir, "ext"))  # before the check: what it judged
-        violations = symbols.check_build(os.path.join(out.entry_dir, "ext")) if config.static_checks else []
+        violations = (symbols.check_build(os.path.join(out.entry_dir, "ext"), cache_dir=out.entry_dir)
+                      if config.static_checks else [])
         if violations:  # bypasses judged from what the build imports, whatever the source called them
             reasons = {v.flag: v.reason for v in violations}
             return Staged(task, src, config, out, _decided(REJECTED, config, policy, "", tuple(reasons), reasons,
@@ -94,7 +95,7 @@ def _compile_stage(task: Task, src: str, config: EvalConfig, jobs: int = 0) -> S
         return Staged(task, src, config, out, manifest=manifest)
     if out.status == HARNESS_ERROR:
         return Staged(task, src, config, out, harness_error(task, config, out.error_text, **fields))
-    if out.status == REJECTED:  # the compile child refused a build's flags, or its pipe carried the candidate's frames
+    if out.status == REJECTED:  # the compile child refused a build's flags, its pipe carried the candidate's frames, or its tree is too large
         reasons = {out.flag or "dynamic:harness_tampered": out.error_text}
         return Staged(task, src, config, out, _decided(REJECTED, config, policy, "", tuple(reasons), reasons, **fields))
     status = {"timeout": TIMEOUT, "format_error": FORMAT_ERROR}.get(out.status, COMPILE_ERROR)

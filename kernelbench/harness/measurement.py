@@ -13,6 +13,7 @@ from pathlib import Path
 from kernelbench.harness import build_manifest, builder, children, ncu, paired, profiling, protocol, report, sandbox
 from kernelbench.harness import triton_kernels
 from kernelbench.harness.child import timing, worker
+from kernelbench.harness.build_tree import remove_tree
 from kernelbench.harness.child.inputs import Seeds, draw_seeds
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.reference import (REFERENCE_FILE_MB, HarnessError, Reference, reference_from, reference_job,
@@ -73,7 +74,7 @@ def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch:
         spec = children.child_spec(config, scratch, job, binds, os.path.join(staged.build.entry_dir, "ext"),
                            max_file_mb=64, pass_fds=fds)
     except BaseException:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_tree(scratch)
         raise
     return scratch, spec, job
 
@@ -89,7 +90,7 @@ def run_candidate(staged: Staged, ref: Reference, seeds: Seeds, slot: sandbox.Sl
             out = child.wait()  # ends with every process of the sandbox killed
             return verdict(staged, ref, out, collector.finish(trailer=_trailer(job)), job)
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_tree(scratch)
     finally:
         collector.close()
 
@@ -118,7 +119,7 @@ def _with_ncu(staged: Staged, judged: RunVerdict, seeds: Seeds, slot: sandbox.Sl
                 return replace(judged, profile_note=_joined(judged.profile_note, f"ncu: {e}; {tail[0][:200]}"))
             return replace(judged, profile=replace(judged.profile, ncu_rows=rows))
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_tree(scratch)
     except Exception as e:  # the harness's own failure here is the profile's, not the verdict's
         return replace(judged, profile_note=_joined(judged.profile_note, f"ncu: {type(e).__name__}: {e}"[:300]))
     finally:
@@ -207,9 +208,9 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
             cand_pipes.close()
             collector.close()
             sink.close()
-            shutil.rmtree(ref_scratch, ignore_errors=True)
+            remove_tree(ref_scratch)
             if scratch:
-                shutil.rmtree(scratch, ignore_errors=True)
+                remove_tree(scratch)
 
 
 def measure_once(staged: Staged, slot: sandbox.SlotLease) -> tuple[RunVerdict, Reference | None, Seeds]:
@@ -227,4 +228,4 @@ def measure_once(staged: Staged, slot: sandbox.SlotLease) -> tuple[RunVerdict, R
             judged = _with_ncu(staged, judged, seeds, slot, ref_scratch)
         return judged, ref, seeds
     finally:
-        shutil.rmtree(ref_scratch, ignore_errors=True)
+        remove_tree(ref_scratch)

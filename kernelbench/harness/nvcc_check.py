@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelbench.harness import sandbox
+from kernelbench.harness.build_tree import remove_tree
 from kernelbench.harness.toolchain import extract_error_lines
 
 SHIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shims")
@@ -113,7 +114,7 @@ def nvcc_compile_check(src: str, timeout_s: float = 600.0, arch: str = "sm_90") 
                                          scratch_dir=scratch, limits=sandbox.Limits(timeout_s=timeout_s))
                 out = sandbox.run_child(spec, slot)
             finally:
-                shutil.rmtree(scratch, ignore_errors=True)
+                remove_tree(scratch)
         if out.timed_out:
             logs.append(f"source {i}: nvcc exceeded {timeout_s:.0f} s")
         elif out.returncode != 0:

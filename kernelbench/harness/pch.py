@@ -25,12 +25,12 @@ import hashlib
 import json
 import os
 import secrets
-import shutil
 from pathlib import Path
 
 from kernelbench.harness import sandbox
 from kernelbench.harness.build_cache import compiled_parts
-from kernelbench.harness.build_tree import BUILD_MAX_MB, BuildTreeError, copy_regular
+from kernelbench.harness.build_tree import BUILD_MAX_MB, BuildTreeError, copy_regular, remove_tree
+from kernelbench.harness.cache_quota import CacheItem, evict_lru
 from kernelbench.harness.child.load_inline_hook import STANDARD_CFLAGS, clang_pch_info, normal_flags
 from kernelbench.harness.toolchain import clang_cxx, gcc_fingerprint, libomp_path, tool_version
 
@@ -206,29 +206,16 @@ def _size(path: Path) -> int:
 
 def evict_pchs(folder: Path, keep: tuple[str, ...], quota_mb: int = 0) -> list[str]:
     """Remove the least recently used PCH variants of `folder` until it holds at most `quota_mb`
-    (PCH_QUOTA_MB by default); never the standard flag set's nor `keep`'s. Returns the paths removed."""
-    quota = (quota_mb or PCH_QUOTA_MB) << 20
-    variants = pch_variants(folder)
-    total = sum(_size(p) for p, _ in variants)
+    (PCH_QUOTA_MB by default); never the standard flag set's nor `keep`'s. Returns the paths removed
+    (`cache_quota.evict_lru`, the build cache's mechanism too)."""
     protected = {normal_flags(STANDARD_CFLAGS), normal_flags(keep)}
 
-    def last_use(item: tuple[Path, tuple[str, ...] | None]) -> float:
-        stamp = folder / "used" / _flags_hash(item[1]) if item[1] else None
+    def last_use(flags: tuple[str, ...] | None) -> float:
+        stamp = folder / "used" / _flags_hash(flags) if flags else None
         return stamp.stat().st_mtime if stamp is not None and stamp.exists() else 0.0
 
-    removed = []
-    for path, flags in sorted(variants, key=last_use):
-        if total <= quota:
-            break
-        if flags in protected:
-            continue
-        total -= _size(path)
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
-        removed.append(str(path))
-    return removed
+    items = [CacheItem(path, _size(path), last_use(flags), flags in protected) for path, flags in pch_variants(folder)]
+    return evict_lru(items, (quota_mb or PCH_QUOTA_MB) << 20, lambda item: remove_tree(item.path))
 
 
 def build_pch_sandboxed(command: list[str], out_name: str, dest: Path, timeout_s: float = 900.0) -> bool:
@@ -256,7 +243,7 @@ def build_pch_sandboxed(command: list[str], out_name: str, dest: Path, timeout_s
             os.replace(tmp, dest)
             return True
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_tree(scratch)
 
 
 def _ensure_gch(folder: Path, flags: tuple[str, ...] | None) -> bool:

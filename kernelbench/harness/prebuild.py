@@ -25,14 +25,13 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 from kernelbench.harness import sandbox
 from kernelbench.harness.build_cache import build_code_hash, compiled_parts, toolchain_fingerprint
-from kernelbench.harness.build_tree import BuildTreeError, copy_regular
+from kernelbench.harness.build_tree import BuildTreeError, copy_regular, remove_tree
 from kernelbench.harness.child import launch
 from kernelbench.harness.child.load_inline_hook import STANDARD_CFLAGS, clang_pch_info, normal_flags
 
@@ -122,7 +121,7 @@ def _probe(pch_dir: str, flags: tuple[str, ...], env: tuple[tuple[str, str], ...
                     return {"ninja": "", "why": f"the probe wrote no result (exit {out.returncode}): "
                                                 f"{out.stderr_tail.strip()[-400:]}"}
         finally:
-            shutil.rmtree(scratch, ignore_errors=True)
+            remove_tree(scratch)
     folder = os.path.join(ext, PROBE_NAME)
     if seen.get("main_cpp") != main_cpp([PROBE_SOURCE], [PROBE_FUNCTION]):
         return {"ninja": "", "why": "torch assembles main.cpp differently from `main_cpp`"}

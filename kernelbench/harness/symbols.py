@@ -16,17 +16,31 @@ OpenMP runtimes (`GOMP_*`, `__kmpc_*`), the CUDA runtime and cuBLAS (an allowed 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
 import shutil
+import stat
 import subprocess
+import time
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from kernelbench.harness.build_tree import BUILD_BOUNDS, TREE_TOO_LARGE, TreeTooLarge
 from kernelbench.harness.static_checks import Violation
 
-NM_TIMEOUT_S = 60.0
+NM_TIMEOUT_S = 30.0
+"""Most seconds (wall and CPU) one `nm` may run: an honest library takes well under one."""
+NM_TOTAL_S = 120.0
+"""Most seconds all of one build's `nm` runs may take together; past it the build is unreadable (rejected)."""
+NM_MEMORY_MB = 2048
+"""nm's address-space limit: it reads the whole symbol table of a file the candidate made."""
+MAX_LIBRARIES = 32
+"""Most shared libraries one build may hold; more is `build:tree_too_large` before any `nm` runs. An honest
+build holds one per `load_inline` call, plus Triton's launchers on CUDA (one per kernel)."""
+NOBODY_UID = 65534
 OPERATOR_NAMESPACES = r"at::(cpu|meta|cuda|mps|xpu|compositeexplicitautograd\w*|compositeimplicitautograd\w*)"
 """Namespaces of ATen's per-backend entry points (`at::cpu::mm`): one function per operator, called directly,
 not through the dispatcher. They also hold helpers (`at::cpu::is_avx2_supported`,
@@ -123,19 +137,43 @@ def judge_symbols(names: list[str]) -> list[Violation]:
     return [Violation(flag, reason) for flag, reason in found.items()]
 
 
-def undefined_symbols(library: str) -> list[str]:
+def _nm_argv(nm: str) -> list[str]:
+    """nm under limits, as `nobody` when the parent is root: nm parses a file the candidate made, and a parser
+    fault must not run as root. It reads the file through `/dev/fd/N` (opened by the parent without following
+    a link), so `nobody` needs no way through the cache's folders."""
+    limits = ["prlimit", f"--as={NM_MEMORY_MB << 20}", f"--cpu={int(NM_TIMEOUT_S)}", "--fsize=0", "--core=0",
+              "--nofile=16", "--"]
+    user = ["setpriv", f"--reuid={NOBODY_UID}", f"--regid={NOBODY_UID}", "--clear-groups", "--"] \
+        if os.geteuid() == 0 else []
+    for tool in (limits[0], *user[:1]):
+        if shutil.which(tool) is None:
+            raise FileNotFoundError(f"{tool} (util-linux) is not installed; the symbol check runs nm under it")
+    return user + limits + [nm, "-D", "--undefined-only", "--demangle", "--format=posix"]
+
+
+def undefined_symbols(library: str, timeout_s: float = NM_TIMEOUT_S) -> list[str]:
     """Demangled names the shared library `library` imports (its undefined dynamic symbols).
 
-    nm reads the file and prints text; nothing of the library runs. A file nm cannot read is reported as
-    one pseudo-symbol that no rule allows, so an unreadable build is never a clean one."""
+    nm reads the file and prints text; nothing of the library runs. It runs under limits (`_nm_argv`, at most
+    `timeout_s`). A file nm cannot read in time is reported as one pseudo-symbol that no rule allows, so an
+    unreadable build is never a clean one."""
     nm = shutil.which("nm")
     if nm is None:
         raise FileNotFoundError("nm (binutils) is not installed; it comes with every C++ toolchain")
+    argv = _nm_argv(nm)
     try:
-        out = subprocess.run([nm, "-D", "--undefined-only", "--demangle", "--format=posix", library],
-                             capture_output=True, text=True, timeout=NM_TIMEOUT_S)
+        fd = os.open(library, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        return [f"<unreadable library: {e}>"]
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ["<unreadable library: not a regular file>"]
+        out = subprocess.run(argv + [f"/dev/fd/{fd}"], capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                             timeout=max(0.1, timeout_s), pass_fds=(fd,))
     except subprocess.TimeoutExpired:
         return ["<nm timed out>"]
+    finally:
+        os.close(fd)
     if out.returncode != 0:
         return [f"<unreadable library: {out.stderr.strip()[:200]}>"]
     # posix format: "NAME TYPE [VALUE SIZE]"; demangled names hold spaces, so the type is the last letter field
@@ -158,17 +196,85 @@ def _shared_object(path: Path) -> bool:
 
 
 def libraries(build_dir: str) -> list[str]:
-    """Every shared library in the build folder (regular files only: the folder was brought back by
-    `build_tree.import_tree`, which keeps no links): by content, not by name, so a library the compile child
-    left as `payload.bin` for a later `dlopen` is judged too."""
-    return sorted(str(p) for p in Path(build_dir).rglob("*") if p.is_file() and not p.is_symlink()
-                  and (p.suffix == ".so" or _shared_object(p)))
+    """Every shared library in the build folder (regular files only, never through a link): by content, not
+    by name, so a library the compile child left as `payload.bin` for a later `dlopen` is judged too.
+
+    The walk is bounded like `build_tree.import_tree` (BUILD_BOUNDS: entries and depth), because the folder
+    may have been written in place since (the plain child runs in the entry's own folder): TreeTooLarge past
+    them; FileNotFoundError when `build_dir` is missing (never a clean build)."""
+    found: list[str] = []
+    left = BUILD_BOUNDS.max_entries
+    todo = [(Path(build_dir), 0)]
+    if not Path(build_dir).is_dir() or Path(build_dir).is_symlink():
+        raise FileNotFoundError(f"no build folder at {build_dir}")
+    while todo:
+        folder, depth = todo.pop()
+        if depth > BUILD_BOUNDS.max_depth:
+            raise TreeTooLarge(f"the build folder is nested deeper than {BUILD_BOUNDS.max_depth} folders")
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                left -= 1
+                if left < 0:
+                    raise TreeTooLarge(f"the build folder holds more than {BUILD_BOUNDS.max_entries} entries")
+                path = Path(entry.path)
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append((path, depth + 1))
+                elif entry.is_file(follow_symlinks=False) and (path.suffix == ".so" or _shared_object(path)):
+                    found.append(str(path))
+    return sorted(found)
 
 
-def check_build(build_dir: str) -> list[Violation]:
-    """Violations in the imports of every library the candidate built in `build_dir` (an entry's `ext/`)."""
+def _digest(path: str) -> str:
+    h = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        while chunk := os.read(fd, 1 << 20):
+            h.update(chunk)
+    finally:
+        os.close(fd)
+    return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def _rules_digest() -> str:
+    """What a verdict depends on besides the libraries: these rules, torch's operator list, nm's version."""
+    import torch
+
+    nm = shutil.which("nm") or ""
+    version = subprocess.run([nm, "--version"], capture_output=True, text=True, timeout=30).stdout if nm else ""
+    return hashlib.sha256(Path(__file__).read_bytes() + torch.__version__.encode() + version.encode()).hexdigest()
+
+
+def check_build(build_dir: str, cache_dir: str = "") -> list[Violation]:
+    """Violations in the imports of every library the candidate built in `build_dir` (an entry's `ext/`).
+
+    Bounded before nm runs: a folder over `BUILD_BOUNDS` or with more than MAX_LIBRARIES libraries is
+    `build:tree_too_large`; every nm runs under limits (`undefined_symbols`) within NM_TOTAL_S in all. With
+    `cache_dir` (the build cache entry), the verdict is kept there under the hash of every library's path and
+    content and of the rules (`_rules_digest`), so a cache hit runs no nm; a library changed since is a new key."""
+    try:
+        libs = libraries(build_dir)
+    except TreeTooLarge as e:
+        return [Violation(TREE_TOO_LARGE, f"the build folder is over the harness's bounds: {e}")]
+    if len(libs) > MAX_LIBRARIES:
+        return [Violation(TREE_TOO_LARGE, f"the build folder holds {len(libs)} shared libraries (at most "
+                                          f"{MAX_LIBRARIES} are judged)")]
+    kept = None
+    if cache_dir:
+        key = json.dumps([_rules_digest()] + [[os.path.relpath(lib, build_dir), _digest(lib)] for lib in libs])
+        kept = Path(cache_dir, "symbols", f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json")
+    if kept is not None and kept.is_file():
+        return [Violation(flag, reason) for flag, reason in json.loads(kept.read_text())]
     found: dict[str, Violation] = {}
-    for lib in libraries(build_dir):
-        for v in judge_symbols(undefined_symbols(lib)):
+    deadline = time.monotonic() + NM_TOTAL_S
+    for lib in libs:
+        left = deadline - time.monotonic()
+        names = undefined_symbols(lib, min(NM_TIMEOUT_S, left)) if left > 0 else ["<nm time budget spent>"]
+        for v in judge_symbols(names):
             found.setdefault(v.flag, Violation(v.flag, f"{v.reason} ({os.path.basename(lib)})"))
+    if kept is not None:
+        kept.parent.mkdir(exist_ok=True)
+        tmp = kept.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps([[v.flag, v.reason] for v in found.values()]))
+        os.replace(tmp, kept)  # atomic: a killed harness leaves no half-written verdict
     return list(found.values())
