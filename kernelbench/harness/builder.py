@@ -22,7 +22,8 @@ from pathlib import Path
 
 from kernelbench.harness import nvrtc, prebuild, protocol, report, sandbox, triton_kernels
 from kernelbench.harness.build_cache import cache_key, cache_root, source_key
-from kernelbench.harness.build_tree import TREE_TOO_LARGE, BuildTreeError, TreeTooLarge, import_tree, remove_tree, swap_in
+from kernelbench.harness.build_tree import (TREE_TOO_LARGE, BuildTreeError, TreeTooLarge, import_tree, remove_tree,
+                                           swap_in)
 from kernelbench.harness.cache_quota import evict_builds, mark_used, record_size
 from kernelbench.harness.child import launch
 from kernelbench.harness.child import prebuild as child_prebuild

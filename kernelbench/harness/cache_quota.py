@@ -112,15 +112,19 @@ def _evict_entry(root: Path, item: CacheItem, grace_s: float) -> bool:
     """Move the entry aside under its exclusive lock (skipped when any evaluation holds it), then remove it."""
     name = item.path.name
     if not name.startswith(EVICTED_PREFIX):
-        with open(root / f"{name}.lock", "a") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return False  # compiling, or a cache hit reading it now
-            if time.time() - _last_use(item.path) < grace_s:
-                return False  # used since the list was made
-            aside = root / f"{EVICTED_PREFIX}{name}-{secrets.token_hex(4)}"
-            os.rename(item.path, aside)
+        try:
+            with open(root / f"{name}.lock", "a") as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return False  # compiling, or a cache hit reading it now
+                if time.time() - _last_use(item.path) < grace_s:
+                    return False  # used since the list was made
+                aside = root / f"{EVICTED_PREFIX}{name}-{secrets.token_hex(4)}"
+                os.rename(item.path, aside)
+        except OSError as e:  # the cache stays over its quota until the next eviction; the evaluation goes on
+            log.error("could not evict the build cache entry %s: %s", item.path, e)
+            return False
         item = CacheItem(aside, item.size_bytes, item.last_use_s, False)
     return remove_tree(item.path)
 
