@@ -223,11 +223,13 @@ def test_eviction_skips_entries_in_use(tmp_path):
     """An entry whose lock an evaluation holds (compiling, or a cache hit marking its use), or one used within
     the grace period, stays, even over the quota."""
     now = time.time()
-    _entry(tmp_path, "locked", 2, now - 1000)
+    _entry(tmp_path, "compiling", 2, now - 1000)
+    _entry(tmp_path, "hit", 2, now - 900)
     _entry(tmp_path, "recent", 2, now - 10)
     _entry(tmp_path, "idle", 2, now - 500)
-    with open(tmp_path / "locked.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_SH)
+    with open(tmp_path / "compiling.lock", "a") as lock, open(tmp_path / f"hit{cache_quota.USE_LOCK}", "a") as use:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        fcntl.flock(use, fcntl.LOCK_SH)
         removed = cache_quota.evict_builds(tmp_path, keep="", quota_mb=1, grace_s=60)
     assert [Path(p).name for p in removed] == ["idle"]
-    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["locked", "recent"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["compiling", "hit", "recent"]

@@ -22,8 +22,9 @@ from pathlib import Path
 
 from kernelbench.harness import build_flags, nvrtc, prebuild, protocol, report, sandbox, triton_kernels
 from kernelbench.harness.build_cache import cache_key, cache_root, source_key
-from kernelbench.harness.build_tree import TREE_TOO_LARGE, BuildTreeError, TreeTooLarge, import_tree, remove_tree, swap_in
-from kernelbench.harness.cache_quota import evict_builds, mark_used, record_size
+from kernelbench.harness.build_tree import (TREE_TOO_LARGE, BuildTreeError, TreeTooLarge, import_tree, remove_tree,
+                                           swap_in)
+from kernelbench.harness.cache_quota import USE_LOCK, evict_builds, mark_used, record_size
 from kernelbench.harness.child import launch
 from kernelbench.harness.child import prebuild as child_prebuild
 from kernelbench.harness.config import EvalConfig
@@ -74,8 +75,8 @@ def build(src: str, config: EvalConfig, jobs: int = 0, pch_dir: str = "") -> Bui
     key = cache_key(src, config.device)
     entry = root / key
     meta_path = entry / "imports" / f"{source_key(src, config.device)}.json"
-    with open(root / f"{key}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_SH)  # held while marking the use: eviction re-checks it under LOCK_EX
+    with open(root / f"{key}{USE_LOCK}", "a") as use:  # not the compile's lock: a hit never waits on a compile
+        fcntl.flock(use, fcntl.LOCK_SH)  # held while marking the use: eviction re-checks it under LOCK_EX
         mark_used(entry)
         meta = _read_meta(meta_path)
     if meta is None:

@@ -4,8 +4,9 @@
 Why: every cache the parent keeps grows with what candidates make (DESIGN.md rule 9: a quota on every
 cache); one compile could leave 1.5 GB in the build cache, which had no bound. Covers: the total size of
 each cache, least recently used first, never an item in use (`CacheItem.protected`); a build cache entry is
-evicted only under its exclusive lock and when no evaluation has used it for `BUILD_EVICT_GRACE_S` (a cache
-hit marks the entry used while it holds the lock shared, so the check under the exclusive lock sees it).
+evicted only under its exclusive locks (the compile's and the use lock, `USE_LOCK`) and when no evaluation
+has used it for `BUILD_EVICT_GRACE_S` (a cache hit marks the entry used while it holds the use lock shared, so
+the check under the exclusive locks sees it).
 Not covered: an evaluation that keeps using its entry for longer than the grace period after its compile
 stage (its run stage would then find the entry gone: `harness_error`, retried); a cache over its quota
 because every entry in it is in use (logged, left until the next eviction).
@@ -38,6 +39,9 @@ USED_STAMP = "used"
 SIZE_FILE = "bytes"
 """File in an entry: the bytes of its build folder, written by the parent when it brought the folder back."""
 EVICTED_PREFIX = ".evicted-"
+USE_LOCK = ".use"
+"""Suffix of an entry's use lock (`<key>.use` beside `<key>.lock`, the compile's): a cache hit holds it shared
+while it marks the entry used, eviction exclusively with the compile lock, so a hit never waits on a compile."""
 
 
 @dataclass(frozen=True)
@@ -112,15 +116,20 @@ def _evict_entry(root: Path, item: CacheItem, grace_s: float) -> bool:
     """Move the entry aside under its exclusive lock (skipped when any evaluation holds it), then remove it."""
     name = item.path.name
     if not name.startswith(EVICTED_PREFIX):
-        with open(root / f"{name}.lock", "a") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                return False  # compiling, or a cache hit reading it now
-            if time.time() - _last_use(item.path) < grace_s:
-                return False  # used since the list was made
-            aside = root / f"{EVICTED_PREFIX}{name}-{secrets.token_hex(4)}"
-            os.rename(item.path, aside)
+        try:
+            with open(root / f"{name}.lock", "a") as lock, open(root / f"{name}{USE_LOCK}", "a") as use:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(use, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return False  # compiling, or a cache hit marking its use now
+                if time.time() - _last_use(item.path) < grace_s:
+                    return False  # used since the list was made
+                aside = root / f"{EVICTED_PREFIX}{name}-{secrets.token_hex(4)}"
+                os.rename(item.path, aside)
+        except OSError as e:  # the cache stays over its quota until the next eviction; the evaluation goes on
+            log.error("could not evict the build cache entry %s: %s", item.path, e)
+            return False
         item = CacheItem(aside, item.size_bytes, item.last_use_s, False)
     return remove_tree(item.path)
 

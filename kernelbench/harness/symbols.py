@@ -199,11 +199,11 @@ def libraries(build_dir: str) -> list[str]:
     """Every shared library in the build folder (regular files only, never through a link): by content, not
     by name, so a library the compile child left as `payload.bin` for a later `dlopen` is judged too.
 
-    The walk is bounded like `build_tree.import_tree` (BUILD_BOUNDS: entries and depth), because the folder
+    The walk is bounded like `build_tree.import_tree` (BUILD_BOUNDS: entries, depth, bytes), because the folder
     may have been written in place since (the plain child runs in the entry's own folder): TreeTooLarge past
     them; FileNotFoundError when `build_dir` is missing (never a clean build)."""
     found: list[str] = []
-    left = BUILD_BOUNDS.max_entries
+    left, size_left = BUILD_BOUNDS.max_entries, BUILD_BOUNDS.max_total_bytes
     todo = [(Path(build_dir), 0)]
     if not Path(build_dir).is_dir() or Path(build_dir).is_symlink():
         raise FileNotFoundError(f"no build folder at {build_dir}")
@@ -220,6 +220,9 @@ def libraries(build_dir: str) -> list[str]:
                 if entry.is_dir(follow_symlinks=False):
                     todo.append((path, depth + 1))
                 elif entry.is_file(follow_symlinks=False) and (path.suffix == ".so" or _shared_object(path)):
+                    size_left -= entry.stat(follow_symlinks=False).st_size
+                    if size_left < 0:
+                        raise TreeTooLarge(f"its libraries hold more than {BUILD_BOUNDS.max_total_bytes >> 20} MB")
                     found.append(str(path))
     return sorted(found)
 
