@@ -233,3 +233,17 @@ def test_hook_hides_the_unchecked_functions(hooked):
     with pytest.raises(build_manifest.BuildRefused):
         cpp_extension._run_ninja_build(os.environ["TORCH_EXTENSIONS_DIR"], False, "Error building extension")
     assert build_manifest.REFUSED and build_manifest.REFUSED[0].startswith(build_flags.MARK)
+
+
+def test_hook_fails_closed_on_a_loader_it_cannot_read(monkeypatch):
+    """A loader whose parameters are hidden (`*args, **kwargs` with no `__signature__`): the hook cannot bind
+    the call, so it builds nothing and raises a harness fault, never a skipped check."""
+    built = []
+    for name in ("load_inline", "load", "_run_ninja_build", "_check_and_build_extension_h_precompiler_headers",
+                 "remove_extension_h_precompiler_headers"):
+        monkeypatch.setattr(cpp_extension, name, getattr(cpp_extension, name))
+    monkeypatch.setattr(cpp_extension, "load_inline", lambda *a, **k: built.append(k))
+    load_inline_hook.patch_load_inline("cpu", "")
+    with pytest.raises(RuntimeError, match="cannot read load_inline's parameters"):
+        cpp_extension.load_inline("k", [SRC], [], [], ["f"], BAD)
+    assert built == []

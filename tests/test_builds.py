@@ -49,7 +49,10 @@ def test_error_lines_keep_errors_and_drop_command_lines():
 def test_child_load_inline_gets_pch_and_standard_flags():
     code = ("from torch.utils import cpp_extension as ce\n"
             "seen = []\n"
-            "ce.load_inline = lambda *a, **k: seen.append(k)\n"
+            "import inspect\n"
+            "def stub(*a, **k): seen.append(k)\n"
+            "stub.__signature__ = inspect.signature(ce.load_inline)  # the hook binds calls to torch's signature\n"
+            "ce.load_inline = stub\n"
             "from kernelbench.harness.child import load_inline_hook\n"
             "load_inline_hook.patch_load_inline('cpu', '/pchdir')\n"
             "ce.load_inline(name='a', cpp_sources='')\n"
