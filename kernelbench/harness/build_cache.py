@@ -21,7 +21,7 @@ from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.toolchain import clang_cxx, gcc_fingerprint, interpreter_fingerprint, tool_version
 
 HARNESS_DIR = Path(__file__).resolve().parent
-BUILD_CODE_MODULES = ("build_cache.py", "build_tree.py", "builder.py", "pch.py", "toolchain.py",
+BUILD_CODE_MODULES = ("build_cache.py", "build_tree.py", "builder.py", "build_flags.py", "pch.py", "toolchain.py",
                       "child/load_inline_hook.py", "prebuild.py", "child/prebuild.py")
 """The harness's files (relative to kernelbench/harness/) that decide how a candidate is built: its flags,
 PCHs, `load_inline` patching, the compile child and what is brought back of its folder. A change to any of
