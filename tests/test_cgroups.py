@@ -68,11 +68,21 @@ COUNTER = ("import os, sys, time\n"
            "    os.write(fd, b'x')\n")
 
 
+def _v1_only(monkeypatch) -> None:
+    """Hide the v2 hierarchy: the v1 freezer, cpuacct and the freeze-then-kill path are used instead."""
+    mounts = cgroups._mounts
+    monkeypatch.setattr(cgroups, "_mounts", lambda: (mounts()[0], ""))
+
+
 @needs_bwrap
-def test_freeze_stops_a_task_that_keeps_forking():
+@needs_root
+@pytest.mark.parametrize("hierarchy", ["v2", "v1"])
+def test_freeze_stops_a_task_that_keeps_forking(hierarchy, monkeypatch):
     """Every step of the work runs in a new process whose parent has already exited: a /proc scan finds each
     one gone by the time it signals it. The cgroup freezer stops the whole tree: nothing is written while
     frozen, and the work goes on after the thaw."""
+    if hierarchy == "v1":
+        _v1_only(monkeypatch)
     child, scratch = start(COUNTER, Limits(timeout_s=60, max_processes=128), "count")
     path = os.path.join(scratch, "count")
     try:
@@ -90,20 +100,26 @@ def test_freeze_stops_a_task_that_keeps_forking():
             time.sleep(0.2)
             grew_after.append(os.path.getsize(path) - frozen_at - grew_while_frozen[-1])
     finally:
+        cg = child.cgroup
         out = child.kill()
+    assert cg is not None and (bool(cg.v2_dir) == (hierarchy == "v2")) and cgroups.FREEZE in cg.held, cg
+    assert not any(os.path.exists(d) for d in cg.dirs), "the cgroup was left behind (killed and removed)"
     assert not any(grew_while_frozen), f"steps ran while frozen, per round: {grew_while_frozen}"
     assert sum(grew_after) > 0, (grew_after, out)  # alive: the work goes on between the rounds
 
 
 @needs_bwrap
 @needs_root
-def test_cgroup_counts_cpu_of_a_process_in_its_own_session_and_is_removed():
+@pytest.mark.parametrize("hierarchy", ["v2", "v1"])
+def test_cgroup_counts_cpu_of_a_process_in_its_own_session_and_is_removed(hierarchy, monkeypatch):
     """A process that left the child's session and process group is still in its cgroup: its CPU time is
     counted, it dies with the child, and the cgroup is gone afterwards."""
     code = ("import os, time\n"
             "if os.fork() == 0:\n    os.setsid()\n    end = time.time() + 30\n"
             "    while time.time() < end:\n        pass\n    os._exit(0)\n"
             "time.sleep(1.5)\nprint('PARENT DONE', flush=True)\n")
+    if hierarchy == "v1":
+        _v1_only(monkeypatch)
     child, _ = start(code, Limits(timeout_s=60))
     cg = child.cgroup
     assert cg is not None and set(cgroups.REQUIRED) <= set(cg.held)

@@ -30,7 +30,6 @@ import secrets
 import signal
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 ROOT_NAME = "kernel-agent"
 MEMORY, MEMSW, PIDS, CPU, FREEZE, KILL = "memory", "memsw", "pids", "cpu", "freeze", "kill"
