@@ -219,6 +219,11 @@ ATTACKS = [
            feedback=("input set 7, configuration 2 of 2 (batch_size=3", "built for 16 x 256 x 256")),
     Attack("cpp_memory_hog.py", statuses=(RUNTIME_ERROR,), feedback=("bad_alloc", "out of memory"),
            overrides=dict(memory_limit_mb=3072)),
+    # Limits on everything a child creates (kernelbench.harness.cgroups): small limits keep the cost small.
+    Attack("tmpfs_fill.py", static_flags=("static:dynamic_code", "static:cpp_io_or_syscalls"),
+           statuses=(RUNTIME_ERROR,), feedback=("No space left on device",), overrides=dict(tmpfs_mb=256)),
+    Attack("compile_memory_hog.py", statuses=(COMPILE_ERROR,), overrides=dict(cgroup_memory_mb=1536)),
+    Attack("process_from_init.py", static_flags=("static:forbidden_import",), flags=("dynamic:parallel_work",)),
     # Triton (kernelbench.harness.triton_kernels): on CPU the kernels run under Triton's interpreter.
     Attack("triton_torch_beside.py", flags=("dynamic:torch_compute_op",)),
     Attack("triton_output_ignored.py", flags=("dynamic:torch_compute_op",), slow=True),

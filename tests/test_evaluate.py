@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelbench.harness import compare
+from kernelbench.harness import cgroups, compare
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.evaluate import evaluate
 from kernelbench.executors.evaluator import Evaluator
@@ -64,6 +64,11 @@ def test_correct_relu_is_correct_timed_and_recorded(cfg):
     assert 0 < r.sol_fraction <= 1.05 and r.sol_bound == "memory" and r.roofline_ms > 0, r.feedback
     assert r.sol_fraction == pytest.approx(r.roofline_ms / r.runtime_ms) and "speed of light: at" in r.feedback
     assert EvalResult.from_dict(json.loads(r.to_json())) == r
+    # the run child's cgroup held every required limit, and the record says so (strictly: unknown names fail)
+    assert set(cgroups.REQUIRED) <= set(r.limits_held) and cgroups.TMPFS in r.limits_held, r.limits_held
+    with pytest.raises(ValueError, match="limits_held"):
+        EvalResult.from_dict({**r.to_dict(), "limits_held": ["memory", "unbounded"]})
+    assert EvalResult.from_dict({k: v for k, v in r.to_dict().items() if k != "limits_held"}).limits_held == ()
     again = evaluate(RELU, fixture("relu_ok.py"), cfg)
     assert again.status == "correct" and again.cached_build
     assert again.conditions.init_seed != c.init_seed  # fresh seeds each evaluation
@@ -235,3 +240,12 @@ def test_frames_written_by_the_candidate_void_its_report(pycfg):
     r = evaluate(RELU, py_candidate("return torch.relu(x)", top=top), pycfg)
     assert r.status == "rejected" and r.score == 0.0, r.feedback
     assert "dynamic:harness_tampered" in r.flags or "timing_inconsistent" in r.flags, r.flags
+
+
+def test_no_cgroups_is_a_harness_error_unless_allowed(cfg, monkeypatch):
+    """A machine where a child's cgroup cannot hold its limits: the harness refuses to judge (a harness_error
+    that says why and how to allow it), never a verdict under weaker limits than the config asked for."""
+    monkeypatch.setattr(cgroups, "_mounts", lambda: ({}, ""))
+    monkeypatch.delenv(cgroups.ALLOW_MISSING_ENV, raising=False)
+    r = evaluate(RELU, fixture("relu_ok.py"), replace(cfg, build_cache_dir=cfg.build_cache_dir + "-nocg"))
+    assert r.status == "harness_error" and "cgroup" in r.feedback and "allow_missing_cgroups" in r.feedback, r.feedback

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -108,6 +109,20 @@ def test_sandbox_runnable_time_is_the_kernels_accounting_of_the_busiest_thread()
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_parallel_work_is_cpu_beside_the_busiest_thread():
+    """`parallel_work`: the candidate's cgroup CPU time in a block less its busiest thread's, against that
+    thread's; allowed up to `threads - 1` (or the reference's own) plus PARALLEL_SLACK; silent without readings."""
+    honest = paired.Pairing(3, (0.01,) * 3, candidate_block_cpu_s=(0.0050, 0.0061, 0.0040),
+                            candidate_block_thread_cpu_s=(0.0050, 0.0060, 0.0040))
+    assert paired.parallel_work(honest, 1) == ""
+    helper = replace(honest, candidate_block_cpu_s=(0.0090, 0.0110, 0.0070))  # a second process busy ~80 %
+    assert "used 0.80x the CPU time of its busiest thread" in paired.parallel_work(helper, 1)
+    assert paired.parallel_work(helper, 2) == ""  # two threads given: a second busy task is allowed
+    busy_ref = replace(helper, reference_block_cpu_s=(0.009,) * 3, reference_block_thread_cpu_s=(0.005,) * 3)
+    assert paired.parallel_work(busy_ref, 1) == ""  # the reference's own tasks did as much
+    assert paired.parallel_work(replace(helper, candidate_block_cpu_s=()), 1) == ""  # no cgroup: nothing read
 
 
 def test_paired_speedup_is_the_median_of_round_ratios():

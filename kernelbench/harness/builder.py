@@ -151,8 +151,7 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
                 Path(scratch, child_prebuild.PLAN_FILE).write_text(json.dumps(early))
             spec = sandbox.ChildSpec(
                 argv=launch.child_argv(scratch, prebuild=True), scratch_dir=scratch, cuda=config.device == "cuda",
-                limits=sandbox.Limits(timeout_s=config.compile_timeout_s, memory_limit_mb=0,
-                                      max_processes=config.max_processes, max_file_mb=config.max_file_mb),
+                limits=child_limits(config, config.compile_timeout_s),  # as the run child's
                 binds=(build_bind,) + ((sandbox.Bind(pch_dir),) if pch_dir else ()),
                 env=env, pass_fds=(collector.write_fd,))
             child = sandbox.start_child(spec, slot, config.require_sandbox)
@@ -200,9 +199,21 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
     else:
         text = "\n".join([result.fault.error if result else "", out.stdout_tail, out.stderr_tail])
         if result is None:
-            text = f"the compile child died (exit {out.returncode}, signal {out.signal}) without a result\n" + text
+            limit = f" at its memory limit ({out.memory_peak_bytes >> 20} MiB)" if out.oom_kills else ""
+            text = f"the compile child died{limit} (exit {out.returncode}, signal {out.signal}) without a result\n" + text
         meta.update(status="compile_error", error_text=extract_error_lines(text))
     return meta
+
+
+def child_limits(config: EvalConfig, timeout_s: float, max_file_mb: int = 0) -> sandbox.Limits:
+    """The limits of every child of an evaluation (compile, reference, run): address space on CPU only (the
+    CUDA driver maps huge ranges); the cgroup's memory and pids and a bounded tmpfs everywhere (DESIGN.md
+    rule 9). The compile child had no memory limit at all: a 12 GiB allocation at import went through."""
+    return sandbox.Limits(timeout_s=timeout_s, max_processes=config.max_processes,
+                          max_file_mb=max(config.max_file_mb, max_file_mb),
+                          memory_limit_mb=config.memory_limit_mb if config.device == "cpu" else 0,
+                          cgroup_memory_mb=config.cgroup_memory_mb, tmpfs_mb=config.tmpfs_mb,
+                          allow_missing_cgroups=config.allow_missing_cgroups)
 
 
 HEAP_TUNABLES = "glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=68719476736"

@@ -1,7 +1,7 @@
 """The bubblewrap command line of a sandboxed child: what it binds, hides and unshares.
 
 `find_bwrap` probes once whether bubblewrap (with `setpriv`) runs here; `bwrap_argv` builds the command for
-one `sandbox.ChildSpec`: read-only root, private `/tmp` and `/dev/shm`, `$HOME` hidden under a tmpfs with only
+one `sandbox.ChildSpec`: read-only root, private `/tmp` and `/dev/shm` of a bounded size, `$HOME` hidden under a tmpfs with only
 what the child needs re-bound read-only (`child_readonly_paths`), fresh `/dev` and `/proc`, own
 ipc/pid/net/uts namespaces, a new session, a cleared environment, and `setpriv` to the slot's uid with all
 capabilities dropped. What that covers and what it does not: `kernelbench.harness.sandbox`.
@@ -89,18 +89,26 @@ def _dir_chain(path: str, home: str) -> list[str]:
     return args
 
 
+def tmpfs_size_args(tmpfs_mb: int) -> list[str]:
+    """bubblewrap's `--size` for the next `--tmpfs` (none for 0: unbounded, only where a caller asks for it)."""
+    return ["--size", str(tmpfs_mb << 20)] if tmpfs_mb > 0 else []
+
+
 def bwrap_argv(spec: Any, uid: int, env: dict[str, str]) -> list[str]:
     """The bubblewrap command line for `spec` (a `sandbox.ChildSpec`; see `kernelbench.harness.sandbox`'s
     docstring for what each part is for)."""
     home = os.path.realpath(os.path.expanduser("~"))
     argv = [find_bwrap(), "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--ro-bind", "/", "/"]
+    # every tmpfs has a size: its pages are host memory that RLIMIT_AS never sees (the child's cgroup charges
+    # them too, `kernelbench.harness.cgroups`); a full one is ENOSPC, the candidate's fault
+    size = tmpfs_size_args(spec.limits.tmpfs_mb)
     if home not in ("/", "/tmp") and os.path.isdir(home):
-        argv += ["--perms", "0755", "--tmpfs", home]
+        argv += ["--perms", "0755", *size, "--tmpfs", home]
     # a private, writable /dev/shm: LLVM's OpenMP runtime (clang -fopenmp builds) registers itself there and
     # aborts without it ("OMP: Error #179 ... SHM2"); bubblewrap's own /dev is root's
-    argv += ["--perms", "1777", "--tmpfs", "/tmp", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/dev/shm",
-             "--proc", "/proc"]
+    argv += ["--perms", "1777", *size, "--tmpfs", "/tmp", "--dev", "/dev", "--perms", "1777", *size, "--tmpfs",
+             "/dev/shm", "--proc", "/proc"]
     roots = hidden_roots()
     for p in child_readonly_paths():  # the interpreter and the project, wherever they live (after both tmpfs)
         root = next(r for r in roots if p.startswith(r + os.sep))

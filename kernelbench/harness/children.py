@@ -46,12 +46,6 @@ def timing_checks(config: EvalConfig, seeds: Seeds) -> tuple[tuple[int, int], ..
     return tuple((j % sets, rng.getrandbits(62)) for j in range(count))
 
 
-def limits(config: EvalConfig, max_file_mb: int = 0, timeout_s: float = 0.0) -> sandbox.Limits:
-    return sandbox.Limits(timeout_s=timeout_s or config.run_timeout_s, max_processes=config.max_processes,
-                          max_file_mb=max(config.max_file_mb, max_file_mb),
-                          memory_limit_mb=config.memory_limit_mb if config.device == "cpu" else 0)
-
-
 def child_spec(config: EvalConfig, scratch: str, job: protocol.ReferenceJob | protocol.RunJob, binds=(),
                extensions_dir: str = "", max_file_mb: int = 0, pass_fds: tuple[int, ...] = (),
                timeout_s: float = 0.0) -> sandbox.ChildSpec:
@@ -62,7 +56,7 @@ def child_spec(config: EvalConfig, scratch: str, job: protocol.ReferenceJob | pr
     if config.device == "cuda" and not extensions_dir:
         env += nvrtc.child_env(config.device)
     return sandbox.ChildSpec(argv=launch.child_argv(scratch), scratch_dir=scratch,
-                             limits=limits(config, max_file_mb, timeout_s), binds=tuple(binds),
+                             limits=builder.child_limits(config, timeout_s or config.run_timeout_s, max_file_mb), binds=tuple(binds),
                              cuda=config.device == "cuda", env=env, pass_fds=pass_fds)
 
 

@@ -60,9 +60,20 @@ class EvalConfig:
     run_timeout_s: float = 120.0
     """Wall-clock limit of the run stage (correctness + timing)."""
     memory_limit_mb: int = 8192
-    """Address-space limit of the run child on CPU (not applied on CUDA, whose driver maps huge ranges)."""
+    """Address-space limit of each process of the compile and run children on CPU (not applied on CUDA, whose
+    driver maps huge ranges)."""
+    cgroup_memory_mb: int = 8192
+    """Memory of all tasks of one child together, tmpfs pages and page cache included: the cgroup of each
+    compile, reference and run child, CPU and CUDA (`kernelbench.harness.cgroups`). Why beside
+    `memory_limit_mb`: RLIMIT_AS is per process, never counts tmpfs pages, and is not applied on CUDA."""
+    tmpfs_mb: int = 1024
+    """Size of each private tmpfs of the sandbox (`/tmp`, `/dev/shm`, a hidden `$HOME`): a full one is ENOSPC."""
+    allow_missing_cgroups: bool = False
+    """Judge even where a child's cgroup cannot hold its limits (no writable cgroup filesystem, not root): only
+    for such machines, e.g. an unprivileged CI container (`KERNEL_AGENT_ALLOW_MISSING_CGROUPS=1` does the
+    same). Off, such a start is a `harness_error`. Results say which limits held (`EvalResult.limits_held`)."""
     max_processes: int = 256
-    """RLIMIT_NPROC of the sandboxed user (fork bombs stop here)."""
+    """RLIMIT_NPROC of the sandboxed user and `pids.max` of each child's cgroup (fork bombs stop here)."""
     max_file_mb: int = 512
     """RLIMIT_FSIZE: largest file the candidate may write."""
     require_sandbox: bool = False

@@ -177,7 +177,8 @@ def _run_stage(staged: Staged) -> EvalResult:
                       score=feedback.kernel_score(correct, speedup, status == REJECTED), flags=tuple(flags), feedback=text,
                       max_abs_error=verdict.comparison.max_abs_error, compile_s=build.compile_s if build else 0.0,
                       run_s=verdict.run_s, cached_build=bool(build and build.cached), conditions=cond,
-                      sol_fraction=sol.sol_fraction, roofline_ms=sol.roofline_ms, sol_bound=sol.bound, profile=prof)
+                      sol_fraction=sol.sol_fraction, roofline_ms=sol.roofline_ms, sol_bound=sol.bound, profile=prof,
+                      limits_held=verdict.limits_held)
 
 
 def _speedup(ref: Reference | None, verdict: RunVerdict) -> float:

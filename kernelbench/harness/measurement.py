@@ -88,7 +88,8 @@ def run_candidate(staged: Staged, ref: Reference, seeds: Seeds, slot: sandbox.Sl
             child = sandbox.start_child(spec, slot, staged.config.require_sandbox)
             collector.started()
             out = child.wait()  # ends with every process of the sandbox killed
-            return verdict(staged, ref, out, collector.finish(trailer=_trailer(job)), job)
+            return replace(verdict(staged, ref, out, collector.finish(trailer=_trailer(job)), job),
+                           limits_held=out.limits_held)
         finally:
             remove_tree(scratch)
     finally:
@@ -200,7 +201,7 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
                                  ref_scratch, pairing.rounds_done if pairing else 0)
             if pairing is not None and pairing.stopped == paired.REFERENCE_STOPPED:
                 raise HarnessError(f"reference of task {staged.task.id} stopped during paired timing")
-            return verdict(staged, ref, out, frames, job, True, pairing), ref
+            return replace(verdict(staged, ref, out, frames, job, True, pairing), limits_held=out.limits_held), ref
         finally:
             for child in running:
                 child.kill()

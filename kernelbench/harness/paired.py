@@ -15,8 +15,10 @@ trusted; the candidate's answers are not: a wrong or missing answer ends the pai
 verdict then comes from its exit), and the parent times every block itself, so the trial times the
 candidate reports later must fit inside its blocks (`overruns`) and leave no more of them unaccounted for
 than the reference's trials leave of its own (`unaccounted`); otherwise `timing_inconsistent`. While the reference times a block the
-candidate's whole sandbox is frozen (SIGSTOP, `sandbox.RunningChild.freeze`), so nothing it left running
-can slow the reference down.
+candidate's whole sandbox is frozen (its cgroup's freezer, `sandbox.RunningChild.freeze`), so nothing it left
+running can slow the reference down; and the CPU time of every task in the candidate's cgroup during its own
+blocks must fit the cores it was given (`parallel_work`), so work done beside the timed calls in another
+process, whatever its session or clone flags, is charged.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from kernelbench.harness import process_tree, sandbox
+from kernelbench.harness import sandbox
+from kernelbench.harness.sandbox_cpu import busiest_thread_s, sandbox_runnable_ns, schedstats, thread_times  # noqa: F401
 from kernelbench.harness.child.timing import MIN_TRIALS, Channel
 
 REFERENCE_STOPPED = "the reference stopped answering"
@@ -129,39 +132,19 @@ class Pairing:
     kernel accounts it (`busiest_thread_s`); empty when it could not be read."""
     reference_block_runnable_s: tuple[float, ...] = ()
     """The same for the reference's blocks."""
+    candidate_block_cpu_s: tuple[float, ...] = ()
+    """CPU time of every task in the candidate's cgroup in each of its blocks (`RunningChild.cpu_ns`), whatever
+    process, session or clone flags did the work; empty without a cgroup."""
+    reference_block_cpu_s: tuple[float, ...] = ()
+    """The same for the reference's blocks."""
+    candidate_block_thread_cpu_s: tuple[float, ...] = ()
+    """CPU time of the busiest single thread of the candidate's sandbox in each of its blocks (schedstat run
+    time, no run-queue wait); empty when unreadable."""
+    reference_block_thread_cpu_s: tuple[float, ...] = ()
+    """The same for the reference's blocks."""
 
 
-def sandbox_runnable_ns(child: sandbox.RunningChild) -> dict[tuple[int, int], int] | None:
-    """Nanoseconds each thread of each process in `child`'s sandbox has spent on a CPU or waiting in a run
-    queue for one (kernel accounting, /proc/<pid>/task/<tid>/schedstat: run time plus run-queue wait), keyed by
-    (pid, tid); None when /proc does not say. Time asleep (waiting for a pipe) is not in it. The candidate
-    cannot forge it."""
-    times: dict[tuple[int, int], int] = {}
-    for pid in process_tree.sandbox_pids(child.proc.pid, child.uid):
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-                    fields = f.read().split()
-                times[(pid, int(tid))] = int(fields[0]) + int(fields[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    return times or None
-
-
-def busiest_thread_s(before: dict[tuple[int, int], int] | None,
-                     after: dict[tuple[int, int], int] | None) -> float | None:
-    """Seconds the busiest single thread of the sandbox was running or ready to run between two readings.
-    The busiest thread, not the sum: an honest OpenMP kernel's team threads spin-wait between parallel regions
-    (libomp's block time), so their sum counts one block several times over and made an honest kernel look as
-    if its trials left most of the block unaccounted for; one thread's time is bounded by the wall clock, and
-    work handed to other threads still shows in the thread that did it."""
-    if before is None or after is None:
-        return None
-    return max((ns - before.get(key, 0) for key, ns in after.items()), default=0) / 1e9
+FROZEN_FAILED = "the candidate's sandbox could not be frozen for the reference's block"
 
 
 def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_child: sandbox.RunningChild,
@@ -171,28 +154,48 @@ def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_ch
     ref_walls: list[float] = []
     cand_run: list[float | None] = []
     ref_run: list[float | None] = []
+    cand_cpu: list[tuple | None] = []
+    ref_cpu: list[tuple | None] = []
     for r in range(p.rounds):
         for side in ((0, 1) if r % 2 == 0 else (1, 0)):
             if side == 0:
-                cand_child.freeze()
-                c0 = sandbox_runnable_ns(ref_child)
-                t0 = time.perf_counter()
-                ok = ref.send(f"T {p.trials_per_block}") and ref.receive(ref_child.deadline) == "done"
-                ref_walls.append(time.perf_counter() - t0)
-                ref_run.append(busiest_thread_s(c0, sandbox_runnable_ns(ref_child)))
+                if not cand_child.freeze():  # a tree the kernel cannot stop would run beside the reference
+                    cand_child.thaw()
+                    return Pairing(r, tuple(walls), FROZEN_FAILED, tuple(ref_walls))
+                ok, wall, run, cpu = _block(ref, ref_child, p.trials_per_block)
+                ref_walls.append(wall)
+                ref_run.append(run)
+                ref_cpu.append(cpu)
                 cand_child.thaw()
                 if not ok:
                     return Pairing(r, tuple(walls), REFERENCE_STOPPED, tuple(ref_walls))
             else:
-                c0 = sandbox_runnable_ns(cand_child)
-                t0 = time.perf_counter()
-                ok = cand.send(f"T {p.trials_per_block}") and cand.receive(cand_child.deadline) == "done"
+                ok, wall, run, cpu = _block(cand, cand_child, p.trials_per_block)
                 if not ok:
                     return Pairing(r, tuple(walls), "the candidate stopped answering", tuple(ref_walls))
-                walls.append(time.perf_counter() - t0)
-                cand_run.append(busiest_thread_s(c0, sandbox_runnable_ns(cand_child)))
+                walls.append(wall)
+                cand_run.append(run)
+                cand_cpu.append(cpu)
     return Pairing(p.rounds, tuple(walls), reference_block_wall_s=tuple(ref_walls),
-                   candidate_block_runnable_s=_known(cand_run), reference_block_runnable_s=_known(ref_run))
+                   candidate_block_runnable_s=_known(cand_run), reference_block_runnable_s=_known(ref_run),
+                   candidate_block_cpu_s=_known([None if c is None else c[0] for c in cand_cpu]),
+                   reference_block_cpu_s=_known([None if c is None else c[0] for c in ref_cpu]),
+                   candidate_block_thread_cpu_s=_known([None if c is None else c[1] for c in cand_cpu]),
+                   reference_block_thread_cpu_s=_known([None if c is None else c[1] for c in ref_cpu]))
+
+
+def _block(pipes: Pipes, child: sandbox.RunningChild, trials: int) -> tuple[bool, float, float | None, tuple | None]:
+    """One block of `trials` on one side: answered, its wall time by the parent's clock, the busiest thread's
+    runnable seconds, and (CPU seconds of the child's whole cgroup, of its busiest thread) or None."""
+    s0, cpu0 = schedstats(child), child.cpu_ns()
+    t0 = time.perf_counter()
+    ok = pipes.send(f"T {trials}") and pipes.receive(child.deadline) == "done"
+    wall = time.perf_counter() - t0
+    s1, cpu1 = schedstats(child), child.cpu_ns()
+    runnable = busiest_thread_s(thread_times(s0, None), thread_times(s1, None))
+    thread_cpu = busiest_thread_s(thread_times(s0, 0), thread_times(s1, 0))
+    cpu = ((cpu1 - cpu0) / 1e9, thread_cpu) if cpu0 is not None and cpu1 is not None and thread_cpu is not None else None
+    return ok, wall, runnable, cpu
 
 
 def _known(values: list[float | None]) -> tuple[float, ...]:
@@ -304,6 +307,48 @@ def unaccounted_wall(ref_blocks: object, ref_walls: tuple[float, ...], cand_bloc
         return (f"per block (median of {n}), its trials account for {1e3 * (cand_wall - cand_gap):.3f} ms of the "
                 f"{1e3 * cand_wall:.3f} ms the block took; the reference's leave {1e3 * ref_gap:.3f} ms unaccounted for")
     return ""
+
+
+PARALLEL_SLACK = 0.3
+"""CPU time a candidate's other tasks may use in a block beyond what the rule allows, as a fraction of its
+busiest thread's: the noise of the accounting (a running task's time is updated at scheduler ticks) and of
+the child's own short-lived work; less than a helper worth having."""
+
+
+def parallel_work(pairing: Pairing, threads: int) -> str:
+    """Empty unless the candidate's other tasks did work beside its busiest thread in its blocks, more than
+    `threads` threads (or the reference's own tasks) would.
+
+    Why: the thread checks (`child.spawn_guard`) stop new threads and processes once the timed calls begin,
+    but a process started at import or in `__init__` (allowed then: load_inline runs ninja) and left running,
+    in another session or made by clone() without CLONE_THREAD, can do a share of each call's work beside the
+    timed thread: the candidate gets two cores where the reference gets `threads`. `unaccounted` reads the
+    busiest single thread, so a helper less busy than it was never charged (judged correct before). The
+    cgroup holds every task the child made, so its CPU time over a block less the busiest thread's is the
+    work done beside that thread, measured against the busiest thread's own CPU time: a ratio that does not
+    depend on how loaded the machine is (under load both get less CPU, in the same proportion).
+    Covers: any helper whose work overlaps the candidate's blocks, whatever it is called or how it was made.
+    Not covered: a helper's work outside the blocks (frozen in the reference's; between rounds there is
+    nothing to gain: the timing inputs are fresh per call) or below PARALLEL_SLACK; without a cgroup
+    (`allow_missing_cgroups`) nothing is read. Medians over blocks, as for the speedup itself."""
+    cand = _beside(pairing.candidate_block_cpu_s, pairing.candidate_block_thread_cpu_s)
+    if cand is None:
+        return ""
+    ref = _beside(pairing.reference_block_cpu_s, pairing.reference_block_thread_cpu_s) or 0.0
+    allowed = max(threads - 1.0, ref) + PARALLEL_SLACK
+    if not cand <= allowed:  # NaN fails too
+        n = min(len(pairing.candidate_block_cpu_s), len(pairing.candidate_block_thread_cpu_s))
+        return (f"per block (median of {n}), its other tasks used {cand:.2f}x the CPU time of its busiest thread; "
+                f"{threads} thread(s) allow {max(threads - 1.0, 0.0):.2f}x and the reference's used {ref:.2f}x "
+                f"(work beside the timed calls, e.g. in a process started at import or in __init__)")
+    return ""
+
+
+def _beside(total_s: tuple[float, ...], thread_s: tuple[float, ...]) -> float | None:
+    """Median over blocks of (CPU time of all tasks - the busiest thread's) / the busiest thread's; None without
+    readings."""
+    ratios = [(t - b) / b for t, b in zip(total_s, thread_s) if b > 0]
+    return statistics.median(ratios) if ratios else None
 
 
 def paired_speedup(ref_medians: list[float], cand_medians: list[float]) -> float:

@@ -104,3 +104,26 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def stop_all(root: int, uid: int, already: set[int], wait_s: float) -> set[int]:
+    """SIGSTOP `root`'s descendants and `uid`'s processes (`sandbox_pids`), rescanned until no new one turns up
+    (at most 8 passes), then wait up to `wait_s` for each to report it; the set stopped.
+
+    The fallback of a child without a cgroup freezer: a task that keeps forking and exiting can stay ahead of
+    the scans (the cgroup freezer has no such gap)."""
+    stopped = set(already)
+    for _ in range(8):
+        new = sandbox_pids(root, uid) - stopped
+        if not new:
+            break
+        for pid in new:
+            send_signal(pid, signal.SIGSTOP)
+        stopped |= new
+    until = time.perf_counter() + wait_s
+    pending = set(stopped)
+    while pending and time.perf_counter() < until:
+        pending = {pid for pid in pending if process_state(pid) not in ("T", "t", "X", "Z", "")}
+        if pending:
+            time.sleep(0.0005)
+    return stopped

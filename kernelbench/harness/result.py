@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelbench.harness.cgroups import LIMIT_NAMES
 from kernelbench.harness.profiling import Profile
 
 # Statuses, in the order an evaluation can fail (DESIGN.md, "The harness: rules").
@@ -123,9 +124,16 @@ class EvalResult:
     """The candidate's and the reference's top kernels in one extra untimed call after a correct, timed run
     (`kernelbench.harness.profiling`): advisory feedback, never scored. Records written before this field load empty."""
 
+    limits_held: tuple[str, ...] = ()
+    """The resource limits the candidate's run child ran under (`kernelbench.harness.cgroups.LIMIT_NAMES`:
+    `memory`, `memsw`, `pids`, `cpu`, `freeze`, `kill` from its cgroup, `tmpfs` for sized private tmpfs); all
+    of `cgroups.REQUIRED` unless `EvalConfig.allow_missing_cgroups`. Empty for a result that never reached a
+    run child, and in records written before this field."""
+
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["flags"] = list(self.flags)
+        d["limits_held"] = list(self.limits_held)
         d["conditions"]["input_seeds"] = list(self.conditions.input_seeds)
         d["profile"] = self.profile.to_dict()
         return d
@@ -142,5 +150,14 @@ class EvalResult:
         known_r = {f.name for f in dataclasses.fields(cls)}
         d["flags"] = tuple(d.get("flags", ()))
         d["profile"] = Profile.from_dict(d.get("profile"))
+        d["limits_held"] = _limit_names(d.get("limits_held", []))
         return cls(conditions=Conditions(**{k: v for k, v in cond.items() if k in known_c}),
                    **{k: v for k, v in d.items() if k in known_r and k != "conditions"})
+
+
+def _limit_names(value: Any) -> tuple[str, ...]:
+    """`limits_held` as recorded: a list of known limit names, nothing else (a record that claims a limit this
+    harness does not know is not one it wrote)."""
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v in LIMIT_NAMES for v in value):
+        raise ValueError(f"limits_held: expected a list of {LIMIT_NAMES}, got {value!r}")
+    return tuple(value)

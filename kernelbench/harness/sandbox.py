@@ -17,12 +17,17 @@ What the bubblewrap sandbox covers:
   `RLIMIT_NPROC` applies (it never does to uid 0) and a fork bomb stops; a slot's processes are all killed
   afterwards by signalling as that uid (`kernelbench.harness.process_tree`);
 - rlimits: processes, file size, core dumps 0, address space (CPU only: the CUDA driver maps huge ranges);
+- a cgroup per child (`kernelbench.harness.cgroups`), entered before the child execs anything: memory with
+  tmpfs pages (every private tmpfs has a size too), pids, the CPU time of every task, a freezer for the whole
+  tree and a kill of every task whatever its session, process group or clone flags; a start that cannot set
+  them raises `cgroups.CgroupsUnavailable` (a `harness_error`) unless `Limits.allow_missing_cgroups`;
 - once the run child's own threads run, no new thread or process at all (`child.spawn_guard.refuse_new_tasks`:
   RLIMIT_NPROC 0 and a seccomp filter), so parallelism hidden inside one call cannot be had by any spelling;
 - environment cleared except a short allow-list (never API keys);
 - wall-clock timeout; the outer process group and the pid namespace die with it.
-What it does not cover: CPU-time fairness between concurrent children, GPU memory of other processes,
-kernel exploits, or reading world-readable files on the host (the root is bound read-only, not hidden).
+What it does not cover: CPU-time fairness between concurrent children (each child's CPU time is read, not
+capped), GPU memory of other processes, kernel exploits, or reading world-readable files on the host (the
+root is bound read-only, not hidden).
 
 Without bubblewrap (or `setpriv`) the child is a plain process with the same rlimits, uid drop and
 environment but the host's filesystem and network: a warning is logged, and `require_sandbox` refuses.
@@ -30,7 +35,6 @@ environment but the host's filesystem and network: a warning is logged, and `req
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import shutil
@@ -40,18 +44,14 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from kernelbench.harness import bwrap, process_tree
+from kernelbench.harness import bwrap, cgroups, process_tree
+from kernelbench.harness.slots import MAX_SLOTS, SLOT_UID_BASE, SlotLease, give_tree, make_scratch  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
 BWRAP = "bwrap"
 RLIMITS = "rlimits"
-SLOT_UID_BASE = 61000
-"""Sandboxed children run as uid SLOT_UID_BASE + slot (when the harness is root): one uid per slot, so
-concurrent sandboxes never share an NPROC count and a slot's leftovers can be killed by uid."""
-MAX_SLOTS = 256
 TAIL_CHARS = 6000
 ENV_ALLOWED = ("LANG", "OMP_NUM_THREADS", "THP_MEM_ALLOC_ENABLE", "GLIBC_TUNABLES", "KMP_BLOCKTIME", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "TORCH_EXTENSIONS_DIR",
                "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "NVIDIA_TF32_OVERRIDE", "CUPY_CACHE_DIR", "CUPY_CACHE_SAVE_CUDA_SOURCE",
@@ -79,7 +79,15 @@ class Limits:
     memory_limit_mb: int = 0
     """RLIMIT_AS; 0 for none (CUDA children)."""
     max_processes: int = 256
+    """RLIMIT_NPROC of the slot's uid and `pids.max` of the child's cgroup (threads count in both)."""
     max_file_mb: int = 512
+    cgroup_memory_mb: int = 8192
+    """Memory of every task of the child together, page cache and tmpfs pages included (its cgroup); 0: none,
+    which `cgroups.REQUIRED` refuses unless `allow_missing_cgroups`."""
+    tmpfs_mb: int = 1024
+    """Size of each private tmpfs of the sandbox (`/tmp`, `/dev/shm`, `$HOME`); 0: unbounded."""
+    allow_missing_cgroups: bool = False
+    """Run without the cgroup's limits where they cannot be set (`cgroups.allow_missing`), instead of refusing."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,12 @@ class ChildOutcome:
     stderr_tail: str
     sandbox: str
     """`bwrap` or `rlimits`."""
+    limits_held: tuple[str, ...] = ()
+    """The limits this child ran under (`cgroups.LIMIT_NAMES`)."""
+    memory_peak_bytes: int = 0
+    """Most memory the child's cgroup held at once, tmpfs pages included (0: no cgroup)."""
+    oom_kills: int = 0
+    """Tasks of the child the kernel killed for its cgroup's memory limit."""
     progress: str = ""
     """What the worker said over its progress pipe (`PROGRESS_FD_ENV`): `S` once the interpreter ran and the
     project imported, then `C` just before untrusted code ran. The worker closes the pipe before that code
@@ -139,55 +153,6 @@ def sandbox_kind(require_sandbox: bool = False) -> str:
     if require_sandbox:
         raise SandboxUnavailable("bubblewrap (bwrap) and setpriv are required (EvalConfig.require_sandbox) but unusable here")
     return RLIMITS
-
-
-class SlotLease:
-    """An exclusive worker slot (flock on a per-slot file, so it holds across harness processes too)."""
-
-    def __init__(self) -> None:
-        base = Path(tempfile.gettempdir()) / f"kernel-agent-slots-{os.geteuid()}"
-        base.mkdir(mode=0o700, exist_ok=True)
-        for slot in range(MAX_SLOTS):
-            fd = os.open(base / f"{slot}.lock", os.O_CREAT | os.O_RDWR, 0o600)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
-                os.close(fd)
-                continue
-            self.slot, self._fd = slot, fd
-            return
-        raise RuntimeError(f"all {MAX_SLOTS} sandbox slots are busy")
-
-    @property
-    def uid(self) -> int:
-        """The uid children of this slot run as, or -1 when the harness is not root (no uid drop)."""
-        return SLOT_UID_BASE + self.slot if os.geteuid() == 0 else -1
-
-    def release(self) -> None:
-        os.close(self._fd)
-
-    def __enter__(self) -> "SlotLease":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-
-def make_scratch(uid: int, prefix: str = "ka-") -> str:
-    """A fresh folder the sandboxed uid may write (and nobody else may read)."""
-    path = tempfile.mkdtemp(prefix=prefix)
-    if uid >= 0:
-        os.chown(path, uid, uid)
-    return path
-
-
-def give_tree(path: str, uid: int) -> None:
-    """Hand a folder tree to the slot's uid so the sandboxed child can write it."""
-    if uid < 0:
-        return
-    for root, dirs, files in os.walk(path):
-        for name in [root] + [os.path.join(root, n) for n in dirs + files]:
-            os.lchown(name, uid, uid)
 
 
 def child_path() -> str:
@@ -238,11 +203,13 @@ class RunningChild:
     """
 
     def __init__(self, proc: subprocess.Popen, kind: str, uid: int, logs: str, start: float, timeout_s: float,
-                 progress_fd: int = -1):
+                 progress_fd: int = -1, cgroup: cgroups.Cgroup | None = None, limits_held: tuple[str, ...] = ()):
         self.proc, self.kind, self.uid, self.logs = proc, kind, uid, logs
         self.progress_fd = progress_fd
         self.start, self.deadline = start, start + timeout_s
+        self.cgroup, self.limits_held = cgroup, limits_held
         self._frozen: set[int] = set()
+        self._cgroup_frozen = False
         self._outcome: ChildOutcome | None = None
 
     def remaining_s(self) -> float:
@@ -254,59 +221,70 @@ class RunningChild:
         self.deadline = time.perf_counter() + (self.deadline - self.start)
         self.start = time.perf_counter()
 
-    def freeze(self) -> None:
-        """SIGSTOP every process of this sandbox, threads and all, and return once each one has stopped.
+    def freeze(self) -> bool:
+        """Stop every task of this sandbox and return once the kernel says each one has stopped (True) or the
+        wait ran out (False).
 
         Why: while the trusted reference is timed beside a live candidate (paired timing on CPU), a thread
         or process the candidate left running would steal the reference's cores and inflate the speedup.
-        The set is every descendant of the child in the host's pid view (bubblewrap's pid 1 reaps orphans,
-        so a double fork stays a descendant) plus, as root, every process of the slot's uid. Rescanned until
-        no new process turns up, so one forked during the sweep is caught on the next pass.
-        """
-        for _ in range(8):
-            new = process_tree.sandbox_pids(self.proc.pid, self.uid) - self._frozen
-            if not new:
-                break
-            for pid in new:
-                process_tree.send_signal(pid, signal.SIGSTOP)
-            self._frozen |= new
-        until = time.perf_counter() + FREEZE_WAIT_S
-        pending = set(self._frozen)
-        while pending and time.perf_counter() < until:
-            pending = {pid for pid in pending if process_tree.process_state(pid) not in ("T", "t", "X", "Z", "")}
-            if pending:
-                time.sleep(0.0005)
+        With the child's cgroup, its freezer: every task in it, whatever it does meanwhile (a task that keeps
+        forking and exiting escaped the /proc scan below). Without one (`allow_missing_cgroups`): SIGSTOP to
+        every descendant and every process of the slot's uid, rescanned (`process_tree.stop_all`)."""
+        if self.cgroup is not None and cgroups.FREEZE in self.cgroup.held:
+            self._cgroup_frozen = True
+            return self.cgroup.freeze()
+        self._frozen |= process_tree.stop_all(self.proc.pid, self.uid, self._frozen, FREEZE_WAIT_S)
+        return True
 
     def thaw(self) -> None:
-        for pid in self._frozen | process_tree.sandbox_pids(self.proc.pid, self.uid):
+        if self._cgroup_frozen and self.cgroup is not None:
+            self.cgroup.thaw()
+            self._cgroup_frozen = False
+        for pid in self._frozen | (process_tree.sandbox_pids(self.proc.pid, self.uid) if self._frozen else set()):
             process_tree.send_signal(pid, signal.SIGCONT)
         self._frozen = set()
+
+    def cpu_ns(self) -> int | None:
+        """CPU time every task of the child has used so far (its cgroup); None without one."""
+        return self.cgroup.cpu_ns() if self.cgroup is not None and cgroups.CPU in self.cgroup.held else None
 
     def wait(self) -> ChildOutcome:
         """Wait for the child until its deadline (then kill it); clean up; the outcome, computed once."""
         if self._outcome is not None:
             return self._outcome
-        if self._frozen:
+        if self._frozen or self._cgroup_frozen:
             self.thaw()
         timed_out = False
         try:
             self.proc.wait(timeout=self.remaining_s())
         except subprocess.TimeoutExpired:
             timed_out = True
-            process_tree.kill_group(self.proc.pid)
+            self._kill_all()
             self.proc.wait()
         wall = time.perf_counter() - self.start
-        process_tree.kill_group(self.proc.pid)
-        process_tree.kill_uid(self.uid)
+        self._kill_all()
         rc = self.proc.returncode
         if self.kind == BWRAP and 128 < rc < 128 + 65:  # bubblewrap reports a signal death of its child as 128 + signo
             rc = -(rc - 128)
+        cg = self.cgroup
         self._outcome = ChildOutcome(returncode=rc, signal=-rc if rc < 0 else 0, timed_out=timed_out, wall_s=wall,
                                      stdout_tail=_tail(os.path.join(self.logs, "stdout")),
                                      stderr_tail=_tail(os.path.join(self.logs, "stderr")), sandbox=self.kind,
+                                     limits_held=self.limits_held,
+                                     memory_peak_bytes=cg.memory_peak_bytes() if cg is not None else 0,
+                                     oom_kills=cg.oom_kills() if cg is not None else 0,
                                      progress=self._read_progress())
         shutil.rmtree(self.logs, ignore_errors=True)
+        if cg is not None and not cg.remove():
+            log.warning("the cgroup %s of a finished child could not be removed (a task would not die)", cg.name)
         return self._outcome
+
+    def _kill_all(self) -> None:
+        """Every task of the sandbox: its cgroup's (whatever session or group), its group's, its uid's."""
+        if self.cgroup is not None:
+            self.cgroup.kill()
+        process_tree.kill_group(self.proc.pid)
+        process_tree.kill_uid(self.uid)
 
     def kill(self) -> ChildOutcome:
         self.deadline = time.perf_counter()
@@ -338,7 +316,8 @@ when it leaves it; it uses no CPU meanwhile)."""
 
 
 def start_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False) -> RunningChild:
-    """Start `spec` sandboxed as `slot`'s uid (see `run_child`); the caller must `wait()` on the result."""
+    """Start `spec` sandboxed as `slot`'s uid (see `run_child`); the caller must `wait()` on the result.
+    Raises `cgroups.CgroupsUnavailable` when the child's cgroup cannot hold its limits (see `Limits`)."""
     kind = sandbox_kind(require_sandbox)
     uid = slot.uid
     env = _env(spec)
@@ -348,16 +327,19 @@ def start_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False)
         argv = _prlimit_argv(spec.limits) + bwrap.bwrap_argv(spec, uid, env)
         user = {}
     else:
-        log.warning("bubblewrap unavailable: running the candidate in a plain child with rlimits only "
-                    "(the host filesystem and network stay reachable)")
-        argv = _prlimit_argv(spec.limits) + list(spec.argv)
-        needed = [sys.executable, spec.scratch_dir + "/x"] + [b.src + "/x" for b in spec.binds]
-        if uid >= 0 and not all(process_tree.reachable_by(p, uid) for p in needed):
-            log.warning("a path the child needs is not reachable by other users (e.g. under a 0700 folder): the "
-                        "plain child keeps the harness's uid, so RLIMIT_NPROC does not hold as root")
-            uid = -1
+        argv, uid = _plain_argv(spec, uid)
         user = {"user": uid, "group": uid, "extra_groups": []} if uid >= 0 else {}
     process_tree.kill_uid(uid)  # leftovers of an earlier harness crash would count against this slot's NPROC
+    try:
+        cg = _cgroup(spec.limits, uid if user else -1)
+    except BaseException:
+        os.close(progress_r)
+        os.close(progress_w)
+        raise
+    if cg is not None and user:  # the shim writes cgroup.procs as root: the uid drop follows it
+        argv, user = _setpriv_argv(uid) + argv, {}
+    held = (cg.held if cg is not None else ()) + ((cgroups.TMPFS,) if kind == BWRAP and spec.limits.tmpfs_mb > 0 else ())
+    argv = (cg.shim_argv() if cg is not None else []) + argv
     logs = tempfile.mkdtemp(prefix="ka-log-")
     start = time.perf_counter()
     try:
@@ -367,7 +349,40 @@ def start_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False)
                                     pass_fds=tuple(spec.pass_fds) + (progress_w,), **user)
     except BaseException:
         os.close(progress_r)
+        if cg is not None:
+            cg.remove()
         raise
     finally:
         os.close(progress_w)  # the child holds the only write end: EOF once it and its processes are gone
-    return RunningChild(proc, kind, uid, logs, start, spec.limits.timeout_s, progress_r)
+    return RunningChild(proc, kind, uid, logs, start, spec.limits.timeout_s, progress_r, cg,
+                        tuple(h for h in cgroups.LIMIT_NAMES if h in held))
+
+
+def _plain_argv(spec: ChildSpec, uid: int) -> tuple[list[str], int]:
+    """The plain child's command line (no bubblewrap) and the uid it may drop to (-1: none)."""
+    log.warning("bubblewrap unavailable: running the candidate in a plain child with rlimits only "
+                "(the host filesystem and network stay reachable)")
+    needed = [sys.executable, spec.scratch_dir + "/x"] + [b.src + "/x" for b in spec.binds]
+    if uid >= 0 and not all(process_tree.reachable_by(p, uid) for p in needed):
+        log.warning("a path the child needs is not reachable by other users (e.g. under a 0700 folder): the "
+                    "plain child keeps the harness's uid, so RLIMIT_NPROC does not hold as root")
+        uid = -1
+    return _prlimit_argv(spec.limits) + list(spec.argv), uid
+
+
+def _setpriv_argv(uid: int) -> list[str]:
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+
+
+def _cgroup(limits: Limits, drop_uid: int) -> cgroups.Cgroup | None:
+    """The child's cgroup (`kernelbench.harness.cgroups`); None where there is none and that is allowed. A plain
+    child dropping to `drop_uid` needs `setpriv` after the shim (the shim must run as root)."""
+    required = not cgroups.allow_missing(limits.allow_missing_cgroups)
+    cg = cgroups.create(limits.cgroup_memory_mb << 20, limits.max_processes, required)
+    if drop_uid >= 0 and not shutil.which("setpriv"):
+        cg.remove()
+        if required:
+            raise cgroups.CgroupsUnavailable("a plain child dropping to a slot's uid needs setpriv to enter its "
+                                             "cgroup first; set EvalConfig.allow_missing_cgroups to run without")
+        return None
+    return cg if cg.dirs else None

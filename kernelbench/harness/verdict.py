@@ -37,6 +37,8 @@ class RunVerdict:
     """The candidate's profiled call (sent after the report: it never changes the fields above)."""
     profile_note: str = ""
     """Why `profile` is empty although profiling was asked for."""
+    limits_held: tuple[str, ...] = ()
+    """The limits the run child ran under (`sandbox.ChildOutcome.limits_held`)."""
 
 
 def _crash_detail(out: sandbox.ChildOutcome, fault: protocol.Fault | None) -> str:
@@ -46,6 +48,8 @@ def _crash_detail(out: sandbox.ChildOutcome, fault: protocol.Fault | None) -> st
     if out.signal:
         name = SIGNAL_NAMES.get(out.signal, f"signal {out.signal}")
         extra = " (killed: memory or process limit?)" if out.signal == 9 else ""
+        if out.oom_kills:  # the kernel says so: the child's cgroup (`cgroup_memory_mb`), tmpfs pages included
+            extra = f" (killed at its memory limit, {out.memory_peak_bytes >> 20} MiB, tmpfs files included)"
         return f"the run process crashed with {name}{extra}\n{out.stderr_tail[-600:]}"
     return (f"the run process exited (status {out.returncode}) without reporting a result: "
             f"sys.exit/os._exit/exit() in the candidate?\n{out.stderr_tail[-600:]}")
@@ -186,6 +190,9 @@ def verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, frames: r
                                    pairing.candidate_block_wall_s)
             if overrun or medians is None:
                 found.setdefault("timing_inconsistent", overrun or "malformed timing blocks")
+            parallel = paired.parallel_work(pairing, config.threads)
+            if parallel:
+                found.setdefault("dynamic:parallel_work", parallel)
     try:
         comparison = compare_all(ref, cand, res, config, job.setup.timing_checks)
     except (KeyError, IndexError, TypeError) as e:
