@@ -10,7 +10,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from kernelbench.harness import build_manifest, builder, children, ncu, paired, profiling, protocol, report, sandbox
+from kernelbench.harness import build_manifest, builder, children, code_check, ncu, paired, profiling, protocol, report, sandbox
 from kernelbench.harness import triton_kernels
 from kernelbench.harness.child import timing, worker
 from kernelbench.harness.child.inputs import Seeds, draw_seeds
@@ -18,7 +18,7 @@ from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.reference import (REFERENCE_FILE_MB, HarnessError, Reference, reference_from, reference_job,
                                            run_reference)
 from kernelbench.harness.result import CORRECT
-from kernelbench.harness.staged import Staged
+from kernelbench.harness.staged import Staged, policy_of
 from kernelbench.harness.verdict import RunVerdict, verdict
 
 def report_bound(inputs_bytes: int, seeds: Seeds, checks: int) -> int:
@@ -65,7 +65,7 @@ def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch:
         job = protocol.RunJob(nonce=secrets.token_hex(16), setup=children.setup(config, seeds, profile),
                               candidate="candidate.py", pch_dir=staged.build.pch_dir,
                               triton=triton_kernels.uses_triton(staged.src), build_manifest=manifest,
-                              report_fd=collector.write_fd,
+                              refuse_exec_memory=_exec_refused(staged, profile), report_fd=collector.write_fd,
                               paired=protocol.PipeFds(**pipes.job_fields()) if pipes else None)
         if ref_scratch:
             _give_inputs(ref_scratch, scratch, slot.uid, collector, seeds, job)
@@ -78,20 +78,39 @@ def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch:
     return scratch, spec, job
 
 
+def _exec_refused(staged: Staged, profile: str) -> bool:
+    """Whether the run child refuses new executable memory after `__init__`: where `code_check` judges."""
+    return code_check.applies(staged.config, staged.src, profile) and policy_of(staged.task, staged.config) == "strict"
+
+
+def _code_check(staged: Staged) -> code_check.CodeCheck | None:
+    """The sampler of which code ran, started before the run child (None where the check does not apply)."""
+    if not code_check.applies(staged.config, staged.src):
+        return None
+    ext = os.path.join(staged.build.entry_dir, "ext")
+    check = code_check.CodeCheck(staged.config, ext, staged.manifest or build_manifest.record(ext))
+    check.start()
+    return check
+
+
 def run_candidate(staged: Staged, ref: Reference, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch: str) -> RunVerdict:
     """The candidate's run child after the reference's (timed one after the other)."""
     collector = report.Collector(0)
+    check = None
     try:
         scratch, spec, job = _run_job(staged, seeds, slot, ref_scratch, collector)
         try:
-            child = sandbox.start_child(spec, slot, staged.config.require_sandbox)
+            check = _code_check(staged)
+            child = sandbox.start_child(spec, slot, staged.config.require_sandbox, check.cgroup_dir if check else "")
             collector.started()
             out = child.wait()  # ends with every process of the sandbox killed
-            return verdict(staged, ref, out, collector.finish(trailer=_trailer(job)), job)
+            return verdict(staged, ref, out, collector.finish(trailer=_trailer(job)), job, code=check)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     finally:
         collector.close()
+        if check is not None:
+            check.close()
 
 
 def _with_ncu(staged: Staged, judged: RunVerdict, seeds: Seeds, slot: sandbox.SlotLease,
@@ -158,6 +177,7 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
     collector = report.Collector(0)
     sink = report.Collector(0)  # the reference's stand-in reports: drained, dropped
     running: list[sandbox.RunningChild] = []
+    check = None
     with sandbox.SlotLease() as ref_slot:
         ref_scratch = sandbox.make_scratch(ref_slot.uid, prefix="ka-ref-")
         scratch = ""
@@ -172,7 +192,8 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
             sink.started()
             # the run child starts now, beside the reference, and waits for its inputs (timing.GO)
             scratch, spec, job = _run_job(staged, seeds, slot, "", collector, cand_pipes)
-            cand_child = sandbox.start_child(spec, slot, config.require_sandbox)
+            check = _code_check(staged)
+            cand_child = sandbox.start_child(spec, slot, config.require_sandbox, check.cgroup_dir if check else "")
             running.append(cand_child)
             cand_pipes.started()
             collector.started()
@@ -199,10 +220,12 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
                                  ref_scratch, pairing.rounds_done if pairing else 0)
             if pairing is not None and pairing.stopped == paired.REFERENCE_STOPPED:
                 raise HarnessError(f"reference of task {staged.task.id} stopped during paired timing")
-            return verdict(staged, ref, out, frames, job, True, pairing), ref
+            return verdict(staged, ref, out, frames, job, True, pairing, code=check), ref
         finally:
             for child in running:
                 child.kill()
+            if check is not None:
+                check.close()
             ref_pipes.close()
             cand_pipes.close()
             collector.close()

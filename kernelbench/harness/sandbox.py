@@ -337,8 +337,9 @@ FREEZE_WAIT_S = 0.5
 when it leaves it; it uses no CPU meanwhile)."""
 
 
-def start_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False) -> RunningChild:
-    """Start `spec` sandboxed as `slot`'s uid (see `run_child`); the caller must `wait()` on the result."""
+def start_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False, cgroup_dir: str = "") -> RunningChild:
+    """Start `spec` sandboxed as `slot`'s uid (see `run_child`); the caller must `wait()` on the result.
+    `cgroup_dir`: a cgroup v2 folder the child's whole tree starts in (`_in_cgroup`)."""
     kind = sandbox_kind(require_sandbox)
     uid = slot.uid
     env = _env(spec)
@@ -357,6 +358,7 @@ def start_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False)
                         "plain child keeps the harness's uid, so RLIMIT_NPROC does not hold as root")
             uid = -1
         user = {"user": uid, "group": uid, "extra_groups": []} if uid >= 0 else {}
+    argv = _in_cgroup(argv, cgroup_dir) if cgroup_dir and not user else argv
     process_tree.kill_uid(uid)  # leftovers of an earlier harness crash would count against this slot's NPROC
     logs = tempfile.mkdtemp(prefix="ka-log-")
     start = time.perf_counter()
@@ -370,4 +372,18 @@ def start_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False)
         raise
     finally:
         os.close(progress_w)  # the child holds the only write end: EOF once it and its processes are gone
+    if cgroup_dir and user:  # a child that starts as the slot uid cannot move itself: moved before it imports torch
+        _move_to_cgroup(proc.pid, cgroup_dir)
     return RunningChild(proc, kind, uid, logs, start, spec.limits.timeout_s, progress_r)
+
+
+# --- the run child's cgroup v2 folder for `code_check` (kept apart: a per-child cgroup module replaces it) ---
+def _in_cgroup(argv: list[str], cgroup_dir: str) -> list[str]:
+    """`argv` run by a shell that first moves itself into `cgroup_dir`, so every process of the child's tree
+    starts there (no window in which a fork escapes the sampling)."""
+    return ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', cgroup_dir] + list(argv)
+
+
+def _move_to_cgroup(pid: int, cgroup_dir: str) -> None:
+    with open(os.path.join(cgroup_dir, "cgroup.procs"), "w") as f:
+        f.write(str(pid))
