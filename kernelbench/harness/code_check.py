@@ -14,6 +14,7 @@ result carries `unsampled` and the reason.
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 
@@ -25,6 +26,7 @@ UNSAMPLED = "unsampled"
 LOST_SHARE_MAX = 0.01
 """More lost samples than this share of those kept: the record of what ran has holes a call could hide in."""
 CGROUP_V2_ROOTS = ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
+log = logging.getLogger(__name__)
 
 
 class CodeCheckUnavailable(RuntimeError):
@@ -46,10 +48,11 @@ def v2_root() -> str:
 class CodeCheck:
     """One run child's cgroup and sampler. Use: `cgroup_dir` for `sandbox.start_child`, `start()` before the
     child starts, `stop()` once it is dead (every process killed), `judge(result, policy)` on its report,
-    `close()` always."""
+    `close()` always. `judged=False`: the paired reference's, sampled at the same rate and never read, so
+    both children pay the same cost per CPU second and the speedup stays fair."""
 
-    def __init__(self, config: EvalConfig, ext_dir: str, manifest: dict[str, dict[str, str]]):
-        self.config, self.ext_dir, self.manifest = config, ext_dir, manifest
+    def __init__(self, config: EvalConfig, ext_dir: str, manifest: dict[str, dict[str, str]], judged: bool = True):
+        self.config, self.ext_dir, self.manifest, self.judged = config, ext_dir, manifest, judged
         self.cgroup_dir, self.unavailable = "", ""
         self.sampler: code_sampler.CodeSampler | None = None
         self.sampled: code_sampler.Sampled | None = None
@@ -63,7 +66,7 @@ class CodeCheck:
             except OSError as e:
                 raise code_sampler.SamplerUnavailable(f"cgroup: {e}") from e
             self.cgroup_dir = path
-            self.sampler = code_sampler.CodeSampler(path, digest_under=ext_dir.rstrip("/") + "/")
+            self.sampler = code_sampler.CodeSampler(path, code_sampler.DEFAULT_PERIOD_NS, ext_dir.rstrip("/") + "/")
         except code_sampler.SamplerUnavailable as e:
             self.close()
             if not config.allow_unsampled:
@@ -73,7 +76,7 @@ class CodeCheck:
 
     def start(self) -> None:
         if self.sampler is not None:
-            self.sampler.start()
+            self.sampler.start(drain=self.judged)
 
     def stop(self) -> None:
         if self.sampler is not None and self.sampled is None:
@@ -96,8 +99,9 @@ class CodeCheck:
                 raise CodeCheckUnavailable(f"the check of which code ran did not hold: {why}")
             return {UNSAMPLED: why}
         assert self.sampled is not None
-        self.shares = code_attribution.attribute(self.sampled, list(res.call_windows_ns), self.ext_dir, self.manifest)
-        return code_attribution.judge(self.shares, policy)
+        shares = code_attribution.attribute(self.sampled, list(res.call_windows_ns), self.ext_dir, self.manifest)
+        log.info("which code ran (%s): %s", policy, shares.summary())
+        return code_attribution.judge(shares, policy)
 
     def close(self) -> None:
         if self.sampler is not None:

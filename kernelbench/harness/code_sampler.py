@@ -19,6 +19,7 @@ child lives; the child cannot create executable memory after its guard: `child/s
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import hashlib
 import mmap
 import os
@@ -36,9 +37,9 @@ SYS_PERF_EVENT_OPEN = {"x86_64": 298, "aarch64": 241}
 CLOCK_MONOTONIC = 1
 SAMPLE = struct.Struct("<QIIQ")  # ip, pid, tid, time: the body of a sample with IP|TID|TIME
 HEADER = struct.Struct("<IHH")  # type, misc, size
-DEFAULT_PERIOD_NS = 100_000
-"""10 kHz of each task's CPU time: a 5 ms call gives ~50 samples, a whole evaluation thousands; the cost is
-one interrupt per period (measured in docs/harness.md, "Which code ran")."""
+DEFAULT_PERIOD_NS = 500_000
+"""2 kHz of each task's CPU time: a ReLU's calls give ~300 samples, a whole evaluation thousands. The cost is
+one timer interrupt per period, dear in a VM (docs/harness.md, "Which code ran"): 10 kHz cost tens of per cent."""
 RING_PAGES = 256
 """Data pages per CPU (1 MiB): ~32k samples, over 3 s of one busy CPU at 10 kHz, drained every `DRAIN_S`."""
 DRAIN_S = 0.02
@@ -193,14 +194,15 @@ class CodeSampler:
         finally:
             os.close(cg_fd)
 
-    def start(self) -> None:
+    def start(self, drain: bool = True) -> None:
+        """Enable the events; `drain=False` only imposes the sampling's cost (the paired reference: its ring
+        buffers fill and the kernel counts what it drops)."""
         perf_event_ioc_enable = 0x2400
-        import fcntl
-
         for ring in self._rings:
             fcntl.ioctl(ring.fd, perf_event_ioc_enable, 0)
-        self._thread = threading.Thread(target=self._run, daemon=True, name="code-sampler")
-        self._thread.start()
+        if drain:
+            self._thread = threading.Thread(target=self._run, daemon=True, name="code-sampler")
+            self._thread.start()
 
     def _run(self) -> None:
         next_maps = 0.0

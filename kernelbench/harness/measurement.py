@@ -83,12 +83,14 @@ def _exec_refused(staged: Staged, profile: str) -> bool:
     return code_check.applies(staged.config, staged.src, profile) and policy_of(staged.task, staged.config) == "strict"
 
 
-def _code_check(staged: Staged) -> code_check.CodeCheck | None:
-    """The sampler of which code ran, started before the run child (None where the check does not apply)."""
+def _code_check(staged: Staged, judged: bool = True) -> code_check.CodeCheck | None:
+    """The sampler of which code ran, started before the run child (None where the check does not apply);
+    `judged=False`: the paired reference's, the same cost and nothing read."""
     if not code_check.applies(staged.config, staged.src):
         return None
     ext = os.path.join(staged.build.entry_dir, "ext")
-    check = code_check.CodeCheck(staged.config, ext, staged.manifest or build_manifest.record(ext))
+    manifest = (staged.manifest or build_manifest.record(ext)) if judged else {}
+    check = code_check.CodeCheck(staged.config, ext, manifest, judged)
     check.start()
     return check
 
@@ -177,7 +179,7 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
     collector = report.Collector(0)
     sink = report.Collector(0)  # the reference's stand-in reports: drained, dropped
     running: list[sandbox.RunningChild] = []
-    check = None
+    check = ref_check = None
     with sandbox.SlotLease() as ref_slot:
         ref_scratch = sandbox.make_scratch(ref_slot.uid, prefix="ka-ref-")
         scratch = ""
@@ -186,7 +188,9 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
             # alive for its own work, the candidate's whole run and the torch.compile baseline after it
             ref_spec = children.child_spec(config, ref_scratch, ref_job, max_file_mb=REFERENCE_FILE_MB,
                                    pass_fds=ref_pipes.child_fds + (sink.write_fd,), timeout_s=3 * config.run_timeout_s)
-            ref_child = sandbox.start_child(ref_spec, ref_slot, config.require_sandbox)
+            ref_check = _code_check(staged, judged=False)  # sampled as the candidate is: the same cost
+            ref_child = sandbox.start_child(ref_spec, ref_slot, config.require_sandbox,
+                                            ref_check.cgroup_dir if ref_check else "")
             running.append(ref_child)
             ref_pipes.started()
             sink.started()
@@ -224,8 +228,9 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
         finally:
             for child in running:
                 child.kill()
-            if check is not None:
-                check.close()
+            for sampling in (check, ref_check):
+                if sampling is not None:
+                    sampling.close()
             ref_pipes.close()
             cand_pipes.close()
             collector.close()
