@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -32,10 +33,14 @@ from kernelbench.harness.code_sampler import Sampled
 FLAG = "dynamic:library_compute"
 FOREIGN_SHARE_MAX = 0.10
 """Most of the sampled time inside the candidate's calls that may run in foreign code under `strict`. Measured
-(docs/harness.md, "Which code ran"): honest CPU solutions spent at most 1.0% there (libtorch_cpu allocating
-outputs and making operands contiguous, allowed under `strict`); a call that hands its matmul to MKL, 83%.
-Ten times the honest worst leaves room for a solution that fills or copies more; a candidate below it
-gains at most a tenth of its time from foreign code."""
+(docs/harness.md, "Which code ran"): 14 honest CPU solutions spent 0.0-4.0% there (libtorch_cpu allocating
+outputs and making operands contiguous, allowed under `strict`); a call that hands its matmul to MKL, 72-83%.
+Over twice the honest worst leaves room for a solution that fills or copies more; a candidate below it gains
+at most a tenth of its time from foreign code."""
+MARGIN_SIGMAS = 3.0
+"""The foreign count must exceed `FOREIGN_SHARE_MAX` of the samples by this many standard deviations of a
+binomial count at that share: with 50 samples an honest 4% share would cross a bare 10% about once in 60
+evaluations; with the margin, less than once in 10^4 (and 20 samples need 30%)."""
 MIN_SAMPLES = 20
 """Fewer samples inside the calls than this judge nothing (2 ms of CPU at 10 kHz): too little to tell."""
 RUNTIME = re.compile(r"^(libc|libm|libmvec|libpthread|libdl|librt|ld-linux[-\w.]*|libstdc\+\+|libgcc_s|libgomp|"
@@ -141,8 +146,9 @@ def _classify(row: tuple[int, int, str] | None, pid: int, sampled: Sampled, ext_
 
 
 def judge(shares: CodeShares, policy: str) -> dict[str, str]:
-    """`strict`: more than `FOREIGN_SHARE_MAX` of the samples inside the calls in foreign code is
-    `dynamic:library_compute`. `partial` allows PyTorch compute beside the kernel: nothing to judge."""
-    if policy != "strict" or shares.in_calls < MIN_SAMPLES or shares.foreign_share <= FOREIGN_SHARE_MAX:
+    """`strict`: more than `FOREIGN_SHARE_MAX` of the samples inside the calls in foreign code (by
+    `MARGIN_SIGMAS`) is `dynamic:library_compute`. `partial` allows PyTorch compute beside the kernel: nothing to judge."""
+    n, t = shares.in_calls, FOREIGN_SHARE_MAX
+    if policy != "strict" or n < MIN_SAMPLES or shares.foreign <= t * n + MARGIN_SIGMAS * math.sqrt(n * t * (1 - t)):
         return {}
     return {FLAG: shares.summary()}
