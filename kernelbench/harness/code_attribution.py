@@ -57,6 +57,8 @@ class CodeShares:
     foreign: int
     foreign_objects: tuple[tuple[str, int], ...]
     """The foreign objects with the most samples (name, samples), most first."""
+    runtime_objects: tuple[tuple[str, int], ...]
+    """The same for the runtime objects."""
     lost_records: int
     total_samples: int
 
@@ -116,7 +118,7 @@ def attribute(sampled: Sampled, windows_ns: list[tuple[int, int]], ext_dir: str,
     starts = [w[0] for w in wins]
     regions = _regions(sampled, starts[0] if starts else 0)
     counts = collections.Counter()
-    foreign: collections.Counter = collections.Counter()
+    by_object = {"foreign": collections.Counter(), "runtime": collections.Counter(), "candidate": collections.Counter()}
     for pid, _tid, t, ip in sampled.samples:
         i = bisect.bisect_right(starts, t) - 1
         if i < 0 or t > wins[i][1]:
@@ -124,10 +126,10 @@ def attribute(sampled: Sampled, windows_ns: list[tuple[int, int]], ext_dir: str,
         row = _where(regions, pid, ip)
         kind, name = _classify(row, pid, sampled, ext_dir, manifest)
         counts[kind] += 1
-        if kind == "foreign":
-            foreign[name] += 1
+        by_object[kind][name] += 1
     return CodeShares(sum(counts.values()), counts["candidate"], counts["runtime"], counts["foreign"],
-                      tuple(foreign.most_common(8)), sampled.lost_records, len(sampled.samples))
+                      tuple(by_object["foreign"].most_common(8)), tuple(by_object["runtime"].most_common(8)),
+                      sampled.lost_records, len(sampled.samples))
 
 
 def _classify(row: tuple[int, int, str] | None, pid: int, sampled: Sampled, ext_dir: str,

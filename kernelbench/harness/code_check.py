@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import time
 
 from kernelbench.harness import code_attribution, code_sampler, protocol, triton_kernels
 from kernelbench.harness.config import EvalConfig
@@ -26,6 +27,8 @@ UNSAMPLED = "unsampled"
 LOST_SHARE_MAX = 0.01
 """More lost samples than this share of those kept: the record of what ran has holes a call could hide in."""
 CGROUP_V2_ROOTS = ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
+RMDIR_TRIES = 40
+"""Tries, 50 ms apart, to remove the child's cgroup folder after the kill (a killed task leaves it when reaped)."""
 log = logging.getLogger(__name__)
 
 
@@ -100,7 +103,7 @@ class CodeCheck:
             return {UNSAMPLED: why}
         assert self.sampled is not None
         shares = code_attribution.attribute(self.sampled, list(res.call_windows_ns), self.ext_dir, self.manifest)
-        log.info("which code ran (%s): %s", policy, shares.summary())
+        log.info("which code ran (%s): %s; runtime: %s", policy, shares.summary(), shares.runtime_objects)
         return code_attribution.judge(shares, policy)
 
     def close(self) -> None:
@@ -109,8 +112,12 @@ class CodeCheck:
                 self.sampled = self.sampler.stop()
             self.sampler = None
         if self.cgroup_dir:
-            try:
-                os.rmdir(self.cgroup_dir)  # empty once every process of the child is dead
-            except OSError:
-                pass
+            for _ in range(RMDIR_TRIES):  # empty once every killed process of the child has been reaped
+                try:
+                    os.rmdir(self.cgroup_dir)
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            else:
+                log.warning("cgroup %s still busy; left behind", self.cgroup_dir)
             self.cgroup_dir = ""
