@@ -202,6 +202,10 @@ ATTACKS = [
     # 100 planned trials, the warm-up making room for a handful: checks among the trials that run, one per block.
     Attack("slow_warmup_skip.py", statuses=(INCORRECT,), feedback=("during timing",), overrides=dict(timing_trials=100)),
     Attack("inplace_timing.py", statuses=(INCORRECT,), feedback=("modified in place",)),
+    # MKL's sgemm_ found through dl_iterate_phdr and libtorch_cpu's symbol table: judged by which code ran.
+    Attack("cpp_found_blas.py", task="linear", flags=("dynamic:library_compute",)),
+    Attack("python_ctypes_blas.py", task="linear", static_flags=("static:forbidden_import",),
+           flags=("dynamic:library_compute",)),
     Attack("cpp_hang.py", statuses=(TIMEOUT,), overrides=HANG),
     Attack("python_sleep.py", static_flags=("static:forbidden_import",), statuses=(TIMEOUT,), overrides=HANG),
     Attack("cpp_segfault.py", statuses=(RUNTIME_ERROR,), feedback=("SIGSEGV",)),

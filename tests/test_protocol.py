@@ -18,15 +18,15 @@ JOBS = [
         id="L1/03_gelu", level=1, name="03_gelu", origin="builtin", source="class Model: ...", path="", op_policy="strict"),
         size="cpu", time_compile=True, timing_seeds=(4, 5), paired=protocol.PipeFds(read_fd=3, write_fd=4), discard_fd=9),
     protocol.RunJob(nonce="ef", setup=SETUP, candidate="candidate.py", pch_dir="", triton=False,
-                    build_manifest={"ext/k.so": {"sha256": "00", "kind": "file"}}, report_fd=6, paired=None),
+                    build_manifest={"ext/k.so": {"sha256": "00", "kind": "file"}}, refuse_exec_memory=True, report_fd=6, paired=None),
 ]
 FAULT = protocol.Fault(phase="forward", error="RuntimeError: boom", error_type="RuntimeError", oom=False, traceback="tb")
 RUN_RESULT = protocol.RunResult(
     structures=("T",), output_meta=[[{"dtype": "float32", "shape": [4, 4], "dense": True}]], ops=("aten::empty",),
     kernel_calls=1, timer_patched=(), harness_tampered=("x.y (by the end of import)",), threads_before=3,
     threads_after=3, os_threads_before=5, os_threads_after=5,
-    new_tasks_refused=protocol.TaskRefusal(rlimit=True, seccomp=True, refused=True), checks_installed=("kernel_calls",),
-    timing=TIMING, timing_blocks=[[1.0, 2.0], [1.5]])
+    new_tasks_refused=protocol.TaskRefusal(rlimit=True, seccomp=True, refused=True, exec_memory=True), checks_installed=("kernel_calls",),
+    timing=TIMING, timing_blocks=[[1.0, 2.0], [1.5]], call_windows_ns=((1, 2), (3, 5)))
 REPORTS = [
     protocol.CompileReport(nonce="ab", fault=None),
     protocol.CompileReport(nonce="ab", fault=FAULT),

@@ -78,6 +78,10 @@ class EvalConfig:
     """RLIMIT_FSIZE: largest file the candidate may write."""
     require_sandbox: bool = False
     """Refuse to run without bubblewrap instead of falling back to a plain child with rlimits."""
+    allow_unsampled: bool = False
+    """Judge CPU candidates even where the check of which code ran during their calls cannot run (no
+    `perf_event_open` for the harness, no cgroup v2): the result carries the flag `unsampled`. Off by default:
+    without it a kernel that calls MKL found at run time is judged as the candidate's own (`code_check`)."""
     build_cache_dir: str = ""
     """Where compiled extensions are cached by source hash; empty: `$KERNEL_AGENT_CACHE` or `~/.cache/kernel-agent/builds`."""
     static_checks: bool = True

@@ -22,7 +22,7 @@ import os
 from dataclasses import replace
 from typing import Any
 
-from kernelbench.harness import build_manifest, builder, feedback, paired, profiling, roofline, sandbox, static_checks
+from kernelbench.harness import build_manifest, builder, code_check, feedback, paired, profiling, roofline, sandbox, static_checks
 from kernelbench.harness import pch, symbols, telemetry, triton_kernels
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.measurement import measure_once, profile_tables
@@ -153,6 +153,8 @@ def _run_stage(staged: Staged) -> EvalResult:
     correct = correct and status == CORRECT
     if interpreted:  # after the verdict: the flag rejects nothing, it withholds the speedup
         flags.append(triton_kernels.INTERPRETED)
+    if code_check.UNSAMPLED in reasons:  # after the verdict: which code ran was not checked (allow_unsampled)
+        flags.append(code_check.UNSAMPLED)
     ref_ms = float(ref.timing.get("median_ms", 0.0)) if ref else 0.0
     comp_ms = float(ref.compile_timing.get("median_ms", 0.0)) if ref else 0.0
     run_ms = float(timing.get("median_ms", 0.0))

@@ -10,7 +10,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from kernelbench.harness import build_manifest, builder, children, ncu, paired, profiling, protocol, report, sandbox
+from kernelbench.harness import build_manifest, builder, children, code_check, ncu, paired, profiling, protocol, report, sandbox
 from kernelbench.harness import triton_kernels
 from kernelbench.harness.child import timing, worker
 from kernelbench.harness.build_tree import remove_tree
@@ -19,7 +19,7 @@ from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.reference import (REFERENCE_FILE_MB, HarnessError, Reference, reference_from, reference_job,
                                            run_reference)
 from kernelbench.harness.result import CORRECT
-from kernelbench.harness.staged import Staged
+from kernelbench.harness.staged import Staged, policy_of
 from kernelbench.harness.verdict import RunVerdict, verdict
 
 def report_bound(inputs_bytes: int, seeds: Seeds, checks: int) -> int:
@@ -66,7 +66,7 @@ def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch:
         job = protocol.RunJob(nonce=secrets.token_hex(16), setup=children.setup(config, seeds, profile),
                               candidate="candidate.py", pch_dir=staged.build.pch_dir,
                               triton=triton_kernels.uses_triton(staged.src), build_manifest=manifest,
-                              report_fd=collector.write_fd,
+                              refuse_exec_memory=_exec_refused(staged, profile), report_fd=collector.write_fd,
                               paired=protocol.PipeFds(**pipes.job_fields()) if pipes else None)
         if ref_scratch:
             _give_inputs(ref_scratch, scratch, slot.uid, collector, seeds, job)
@@ -79,21 +79,41 @@ def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch:
     return scratch, spec, job
 
 
+def _exec_refused(staged: Staged, profile: str) -> bool:
+    """Whether the run child refuses new executable memory after `__init__`: where `code_check` judges."""
+    return code_check.applies(staged.config, staged.src, profile) and policy_of(staged.task, staged.config) == "strict"
+
+
+def _code_check(staged: Staged, judged: bool = True) -> code_check.CodeCheck | None:
+    """The sampler of which code ran, attached to the run child's cgroup before the child runs (pass its
+    `attach` as `sandbox.start_child`'s `on_cgroup`; None where the check does not apply); `judged=False`: the
+    paired reference's, the same cost and nothing read."""
+    if not code_check.applies(staged.config, staged.src):
+        return None
+    ext = os.path.join(staged.build.entry_dir, "ext")
+    manifest = (staged.manifest or build_manifest.record(ext)) if judged else {}
+    return code_check.CodeCheck(staged.config, ext, manifest, judged)
+
+
 def run_candidate(staged: Staged, ref: Reference, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch: str) -> RunVerdict:
     """The candidate's run child after the reference's (timed one after the other)."""
     collector = report.Collector(0)
+    check = None
     try:
         scratch, spec, job = _run_job(staged, seeds, slot, ref_scratch, collector)
         try:
-            child = sandbox.start_child(spec, slot, staged.config.require_sandbox)
+            check = _code_check(staged)
+            child = sandbox.start_child(spec, slot, staged.config.require_sandbox, check.attach if check else None)
             collector.started()
             out = child.wait()  # ends with every process of the sandbox killed
-            return replace(verdict(staged, ref, out, collector.finish(trailer=_trailer(job)), job),
+            return replace(verdict(staged, ref, out, collector.finish(trailer=_trailer(job)), job, code=check),
                            limits_held=out.limits_held)
         finally:
             remove_tree(scratch)
     finally:
         collector.close()
+        if check is not None:
+            check.close()
 
 
 def _with_ncu(staged: Staged, judged: RunVerdict, seeds: Seeds, slot: sandbox.SlotLease,
@@ -160,6 +180,7 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
     collector = report.Collector(0)
     sink = report.Collector(0)  # the reference's stand-in reports: drained, dropped
     running: list[sandbox.RunningChild] = []
+    check = ref_check = None
     with sandbox.SlotLease() as ref_slot:
         ref_scratch = sandbox.make_scratch(ref_slot.uid, prefix="ka-ref-")
         scratch = ""
@@ -168,13 +189,16 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
             # alive for its own work, the candidate's whole run and the torch.compile baseline after it
             ref_spec = children.child_spec(config, ref_scratch, ref_job, max_file_mb=REFERENCE_FILE_MB,
                                    pass_fds=ref_pipes.child_fds + (sink.write_fd,), timeout_s=3 * config.run_timeout_s)
-            ref_child = sandbox.start_child(ref_spec, ref_slot, config.require_sandbox)
+            ref_check = _code_check(staged, judged=False)  # sampled as the candidate is: the same cost
+            ref_child = sandbox.start_child(ref_spec, ref_slot, config.require_sandbox,
+                                            ref_check.attach if ref_check else None)
             running.append(ref_child)
             ref_pipes.started()
             sink.started()
             # the run child starts now, beside the reference, and waits for its inputs (timing.GO)
             scratch, spec, job = _run_job(staged, seeds, slot, "", collector, cand_pipes)
-            cand_child = sandbox.start_child(spec, slot, config.require_sandbox)
+            check = _code_check(staged)
+            cand_child = sandbox.start_child(spec, slot, config.require_sandbox, check.attach if check else None)
             running.append(cand_child)
             cand_pipes.started()
             collector.started()
@@ -201,10 +225,14 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
                                  ref_scratch, pairing.rounds_done if pairing else 0)
             if pairing is not None and pairing.stopped == paired.REFERENCE_STOPPED:
                 raise HarnessError(f"reference of task {staged.task.id} stopped during paired timing")
-            return replace(verdict(staged, ref, out, frames, job, True, pairing), limits_held=out.limits_held), ref
+            return replace(verdict(staged, ref, out, frames, job, True, pairing, code=check),
+                           limits_held=out.limits_held), ref
         finally:
             for child in running:
                 child.kill()
+            for sampling in (check, ref_check):
+                if sampling is not None:
+                    sampling.close()
             ref_pipes.close()
             cand_pipes.close()
             collector.close()

@@ -204,6 +204,9 @@ class RunJob(Record):
     """The candidate launches Triton kernels (`triton_kernels.uses_triton`)."""
     build_manifest: dict[str, dict[str, str]]
     """The build folder as the parent recorded it: all the child may load (`build_manifest`)."""
+    refuse_exec_memory: bool
+    """After `__init__`, refuse new executable memory too (`spawn_guard.EXEC_MEMORY_RULES`): set where the parent
+    judges which code ran (`code_check`: CPU, `strict`)."""
     report_fd: int
     paired: PipeFds | None
 
@@ -262,6 +265,8 @@ class TaskRefusal(Record):
     rlimit: bool
     seccomp: bool
     refused: bool
+    exec_memory: bool
+    """New executable memory is refused too (asked for by `RunJob.refuse_exec_memory`)."""
 
 
 @dataclass(frozen=True)
@@ -324,6 +329,9 @@ class RunResult(Record):
     checks_installed: tuple[str, ...]
     timing: Timing | None
     timing_blocks: list[list[float]] | None
+    call_windows_ns: tuple[tuple[int, int], ...]
+    """CLOCK_MONOTONIC (start, end) of every call of the candidate's model after `__init__`, in order
+    (`child/call_windows.py`): where the parent looks for the code that ran (`code_attribution`)."""
 
 
 @dataclass(frozen=True)

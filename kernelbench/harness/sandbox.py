@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 from kernelbench.harness import bwrap, cgroups, process_tree
 from kernelbench.harness.slots import MAX_SLOTS, SLOT_UID_BASE, SlotLease, give_tree, make_scratch  # noqa: F401 (re-exported)
@@ -315,9 +316,12 @@ FREEZE_WAIT_S = 0.5
 when it leaves it; it uses no CPU meanwhile)."""
 
 
-def start_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False) -> RunningChild:
+def start_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False,
+                on_cgroup: Callable[[str], None] | None = None) -> RunningChild:
     """Start `spec` sandboxed as `slot`'s uid (see `run_child`); the caller must `wait()` on the result.
-    Raises `cgroups.CgroupsUnavailable` when the child's cgroup cannot hold its limits (see `Limits`)."""
+    Raises `cgroups.CgroupsUnavailable` when the child's cgroup cannot hold its limits (see `Limits`).
+    `on_cgroup(v2_dir)` runs once the child's cgroup exists and before anything of the child runs ("" without
+    a v2 cgroup): the check of which code ran (`code_check`) opens its perf events on it there."""
     kind = sandbox_kind(require_sandbox)
     uid = slot.uid
     env = _env(spec)
@@ -330,11 +334,16 @@ def start_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False)
         argv, uid = _plain_argv(spec, uid)
         user = {"user": uid, "group": uid, "extra_groups": []} if uid >= 0 else {}
     process_tree.kill_uid(uid)  # leftovers of an earlier harness crash would count against this slot's NPROC
+    cg = None
     try:
         cg = _cgroup(spec.limits, uid if user else -1)
+        if on_cgroup is not None:
+            on_cgroup(cg.v2_dir if cg is not None else "")
     except BaseException:
         os.close(progress_r)
         os.close(progress_w)
+        if cg is not None:
+            cg.remove()
         raise
     if cg is not None and user:  # the shim writes cgroup.procs as root: the uid drop follows it
         argv, user = _setpriv_argv(uid) + argv, {}

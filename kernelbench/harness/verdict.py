@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kernelbench.harness import build_manifest, paired, profiling, protocol, report, sandbox
+from kernelbench.harness import build_manifest, code_check, paired, profiling, protocol, report, sandbox
 from kernelbench.harness.child import op_policy, timing
 from kernelbench.harness.children import not_started
 from kernelbench.harness.compare import Comparison, compare_outputs, inputs_unchanged
@@ -144,10 +144,12 @@ def compare_all(ref: Reference, cand: dict[str, Any], res: protocol.RunResult, c
 
 
 def verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, frames: report.Frames, job: protocol.RunJob,
-            paired_mode: bool = False, pairing: paired.Pairing | None = None) -> RunVerdict:
+            paired_mode: bool = False, pairing: paired.Pairing | None = None,
+            code: code_check.CodeCheck | None = None) -> RunVerdict:
     """The parent's reading of a finished run child: what came over its report pipe (read after the whole
     sandbox was killed), its outputs compared with the reference's; in paired mode, `pairing` is what the
-    parent saw of the rounds (None: the child never said `ready`)."""
+    parent saw of the rounds (None: the child never said `ready`); `code`, the check of which code ran during
+    the candidate's calls (`code_check`), judged here once the child is dead."""
     config = staged.config
     if not out.untrusted_ran:  # never reached the candidate's code: whatever stopped it is the harness's
         return RunVerdict(HARNESS_ERROR, not_started(out, "run"), run_s=out.wall_s)
@@ -176,6 +178,9 @@ def verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, frames: r
     except Exception as e:  # what the child sent is untrusted: unreadable means no result
         return RunVerdict(RUNTIME_ERROR, f"unreadable outputs from the run process: {type(e).__name__}", run_s=out.wall_s)
     found = judge(res, out, policy_of(staged.task, config), config.op_checks)
+    ran = code.judge(res, policy_of(staged.task, config), job.refuse_exec_memory) if code is not None else {}
+    unsampled = ran.pop(code_check.UNSAMPLED, "")  # informational: `evaluate` adds the flag after the status
+    found.update(ran)
     medians: list[float] | None = None
     if paired_mode:  # a run child that reached timing but broke the protocol has no honest timing to score
         if pairing is None or pairing.stopped:
@@ -200,8 +205,9 @@ def verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, frames: r
     status = REJECTED if found else (CORRECT if comparison.ok else INCORRECT)
     detail = "" if comparison.ok else "\n".join((comparison.reason,) + comparison.positions)
     table, note = _profile_of(frames, out, job)
+    reasons = dict(found, **({code_check.UNSAMPLED: unsampled} if unsampled else {}))
     return RunVerdict(status, detail, comparison, res.timing.to_dict() if res.timing else None,
-                      tuple(found), found, out.wall_s, tuple(medians or ()), table, note)
+                      tuple(found), reasons, out.wall_s, tuple(medians or ()), table, note)
 
 
 def _profile_of(frames: report.Frames, out: sandbox.ChildOutcome, job: protocol.RunJob) -> tuple[profiling.ProfileTable, str]:

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from kernelbench.harness import build_manifest, protocol, report, sandbox
 from kernelbench.harness.child import profiled_call, snapshot, spawn_guard, timing
+from kernelbench.harness.child.call_windows import recorded
 from kernelbench.harness.child.outputs import call_record, flatten_output, sync
 
 
@@ -98,6 +99,7 @@ class RunState:
         self.timing_blocks: list[list[float]] | None = None
         self.ops: list[str] = []
         self.kernel_calls = -1
+        self.call_windows_ns: list[tuple[int, int]] = []
 
 
 @dataclass(frozen=True)
@@ -125,23 +127,24 @@ class Tools:
     count: Callable[[], int]
     tracer_class: Any
     compiled_functions: Callable[[], Any]
-    refuse_tasks: Callable[[], dict[str, bool]]
+    refuse_tasks: Callable[[bool], dict[str, bool]]
     channel: timing.Channel | None
 
 
 def run_candidate(job: protocol.RunJob, scratch: str,
                   reporter: report.Reporter) -> tuple[protocol.RunResult, Callable[[], None] | None]:
     """The phases in order; returns the final report and the step `worker.main` runs after sending it."""
-    init, correctness, timed, verification, profile, result = \
-        _init, _correctness, _timing, _verification, _profile, _result  # captured: see `Tools`
+    init, correctness, timed, verification, profile, result, record_calls = \
+        _init, _correctness, _timing, _verification, _profile, _result, recorded  # captured: see `Tools`
     tools, data, state, profile_error = _install(job, scratch, reporter)
     module = _import(tools, job, scratch)
     tools.checkpoint("import")
     model = init(tools, job, data, state, module)
-    correctness(tools, job, data, state, model)
+    call = record_calls(model, state.call_windows_ns)  # every judged and timed call's window (`call_windows`)
+    correctness(tools, job, data, state, call)
     if job.setup.timing_trials > 0:
-        timed(tools, job, data, state, model)
-    verification(tools, job, data, state, model)
+        timed(tools, job, data, state, call)
+    verification(tools, job, data, state, call)
     after = profile(tools, job, data, model, reporter, profile_error)
     return result(state), after
 
@@ -220,7 +223,7 @@ def _init(tools: Tools, job: protocol.RunJob, data: dict[str, Any], state: RunSt
     # from here on no thread or process can start: import and __init__ may still run load_inline (ninja)
     # (not in the untimed child Nsight Compute profiles: its injected threads start at cudaProfilerStart, and that
     # child's verdict is thrown away)
-    state.new_tasks_refused = tools.refusal(**tools.refuse_tasks()) if job.setup.profile != "ncu" else None
+    state.new_tasks_refused = tools.refusal(**tools.refuse_tasks(job.refuse_exec_memory)) if job.setup.profile != "ncu" else None
     return model
 
 
@@ -306,4 +309,5 @@ def _result(state: RunState) -> protocol.RunResult:
         harness_tampered=tuple(state.found["harness_tampered"]), threads_before=state.threads_before,
         threads_after=state.threads_after, os_threads_before=state.os_threads_before,
         os_threads_after=state.os_threads_after, new_tasks_refused=state.new_tasks_refused,
-        checks_installed=("kernel_calls", "op_policy"), timing=state.timing, timing_blocks=state.timing_blocks)
+        checks_installed=("kernel_calls", "op_policy"), timing=state.timing, timing_blocks=state.timing_blocks,
+        call_windows_ns=tuple(state.call_windows_ns))

@@ -18,7 +18,7 @@ NEW_TASK_SYSCALLS_X86_64 = (56, 57, 58, 435)
 C11 thrd_create, std::thread, posix_spawn, _Fork and system() all end in one of them)."""
 
 
-def refuse_new_tasks() -> dict[str, bool]:
+def refuse_new_tasks(exec_memory: bool = False) -> dict[str, bool]:
     """In a sandboxed child, once its own threads are running (torch's pools, the OpenMP team, after the
     candidate's import and `__init__`): make the kernel refuse every further thread and process of it.
 
@@ -32,16 +32,18 @@ def refuse_new_tasks() -> dict[str, bool]:
       reach the files it needs) and for 32-bit/x32 entry points (denied outright).
     Existing threads keep running. Not covered: work queued to threads that existed before the cap
     (torch's intra-op pool and the OpenMP team are the harness's, sized by `EvalConfig.threads`).
+    With `exec_memory` (strict CPU runs) the same filter refuses new executable memory (`EXEC_MEMORY_RULES`).
     Returns which layers took effect; `refused` is whether a probe thread failed to start. The functions it
     calls were captured when this module was imported, before any candidate code (`_CAPTURED`)."""
     setrlimit, start_thread, getuid = _CAPTURED["setrlimit"], _CAPTURED["start_thread"], _CAPTURED["getuid"]
-    done = {"rlimit": False, "seccomp": False, "refused": False}
+    done = {"rlimit": False, "seccomp": False, "refused": False, "exec_memory": False}
     try:
         setrlimit(resource.RLIMIT_NPROC, (0, 0))
         done["rlimit"] = getuid() != 0
     except (OSError, ValueError):
         pass
-    done["seccomp"] = _seccomp_refuse_clone()
+    done["seccomp"] = _seccomp_refuse_clone(exec_memory)
+    done["exec_memory"] = exec_memory and done["seccomp"]
     try:
         start_thread(lambda: None, ())
     except RuntimeError:
@@ -55,31 +57,20 @@ _CAPTURED = {"setrlimit": resource.setrlimit, "start_thread": _thread.start_new_
 so a candidate that rebinds `resource.setrlimit` or `ctypes.CDLL` does not disarm it."""
 
 
-def _seccomp_refuse_clone() -> bool:
+def _seccomp_refuse_clone(exec_memory: bool = False) -> bool:
     """Install a classic-BPF seccomp filter on every thread of this process (x86-64 only) that fails the
-    task-creating syscalls with EAGAIN; False where it cannot (another architecture, no seccomp)."""
+    task-creating syscalls with EAGAIN and, with `exec_memory`, new executable memory with EPERM
+    (`EXEC_MEMORY_RULES`); False where it cannot (another architecture, no seccomp)."""
     if _CAPTURED["machine"] != "x86_64":
         return False
-    ld_w_abs, jeq_k, ret_k = 0x20, 0x15, 0x06
-    allow, eagain, kill_errno = 0x7FFF0000, 0x00050000 | 11, 0x00050000 | 1  # RET_ALLOW, RET_ERRNO|EAGAIN/EPERM
-    arch_x86_64, x32_bit = 0xC000003E, 0x40000000
-
-    def stmt(code: int, k: int, jt: int = 0, jf: int = 0) -> bytes:
-        return struct.pack("HBBI", code, jt, jf, k)
-
-    calls = NEW_TASK_SYSCALLS_X86_64
-    prog = [stmt(ld_w_abs, 4), stmt(jeq_k, arch_x86_64, 1, 0), stmt(ret_k, kill_errno),  # other ABIs: nothing
-            stmt(ld_w_abs, 0), stmt(0x35, x32_bit, 0, 1), stmt(ret_k, kill_errno)]  # jge: x32 numbers
-    for i, nr in enumerate(calls):
-        prog.append(stmt(jeq_k, nr, len(calls) - i, 0))  # to the EAGAIN return after the allow
-    prog += [stmt(ret_k, allow), stmt(ret_k, eagain)]
-    code = b"".join(prog)
+    code = _assemble(_program(exec_memory))
     buf = ctypes.create_string_buffer(code, len(code))
+    count = len(code) // 8
 
     class SockFprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
-    fprog = SockFprog(len(prog), ctypes.addressof(buf))
+    fprog = SockFprog(count, ctypes.addressof(buf))
     libc = _CAPTURED["libc"]
     pr_set_no_new_privs, sys_seccomp, set_mode_filter, tsync = 38, 317, 1, 1
     if libc.prctl(pr_set_no_new_privs, 1, 0, 0, 0) != 0:
@@ -87,3 +78,53 @@ def _seccomp_refuse_clone() -> bool:
     rc = libc.syscall(ctypes.c_long(sys_seccomp), ctypes.c_long(set_mode_filter), ctypes.c_long(tsync),
                       ctypes.byref(fprog))
     return rc == 0
+
+
+EXEC_MEMORY_RULES = {"deny": {25: "mremap", 59: "execve", 322: "execveat", 216: "remap_file_pages",
+                              311: "process_vm_writev"},
+                     "prot_exec": {9: "mmap", 10: "mprotect", 329: "pkey_mprotect"}, "shm_exec": {30: "shmat"}}
+"""x86-64 syscalls refused (EPERM) once executable memory is refused: mmap, mprotect and pkey_mprotect asking
+for PROT_EXEC, shmat asking for SHM_EXEC; mremap (it could move existing code to an address a snapshot of the
+mappings attributed to other code; glibc's realloc falls back to malloc and copy when it fails), execve and
+execveat (a new image), remap_file_pages and process_vm_writev. Why: the parent attributes each sampled
+instruction to what `/proc/<pid>/maps` shows at its address (`code_attribution`); with no executable memory
+created after the guard, any snapshot taken after it shows what was mapped at every later sample."""
+PROT_EXEC, SHM_EXEC = 0x4, 0o100000
+
+
+def _program(exec_memory: bool) -> list[tuple]:
+    """The filter as (opcode, k, true label, false label) rows and ("label", name) marks."""
+    ld_w_abs, jeq_k, jset_k, ret_k = 0x20, 0x15, 0x45, 0x06
+    allow, eagain, eperm = 0x7FFF0000, 0x00050000 | 11, 0x00050000 | 1  # RET_ALLOW, RET_ERRNO|EAGAIN/EPERM
+    arch_x86_64, x32_bit, prot_arg_low = 0xC000003E, 0x40000000, 32  # seccomp_data.args[2], low word
+    prog: list[tuple] = [(ld_w_abs, 4, None, None), (jeq_k, arch_x86_64, "native", "eperm"), ("label", "native"),
+                         (ld_w_abs, 0, None, None), (0x35, x32_bit, "eperm", "x64")]  # jge: x32 numbers
+    prog.append(("label", "x64"))
+    prog += [(jeq_k, nr, "eagain", None) for nr in NEW_TASK_SYSCALLS_X86_64]
+    if exec_memory:
+        prog += [(jeq_k, nr, "eperm", None) for nr in EXEC_MEMORY_RULES["deny"]]
+        prog += [(jeq_k, nr, "prot", None) for nr in EXEC_MEMORY_RULES["prot_exec"]]
+        prog += [(jeq_k, nr, "shm", None) for nr in EXEC_MEMORY_RULES["shm_exec"]]
+    prog.append((ret_k, allow, None, None))
+    if exec_memory:
+        prog += [("label", "prot"), (ld_w_abs, prot_arg_low, None, None), (jset_k, PROT_EXEC, "eperm", "allow"),
+                 ("label", "shm"), (ld_w_abs, prot_arg_low, None, None), (jset_k, SHM_EXEC, "eperm", "allow")]
+    prog += [("label", "allow"), (ret_k, allow, None, None), ("label", "eagain"), (ret_k, eagain, None, None),
+             ("label", "eperm"), (ret_k, eperm, None, None)]
+    return prog
+
+
+def _assemble(prog: list[tuple]) -> bytes:
+    """sock_filter rows; jump labels resolved to forward offsets (None: fall through)."""
+    rows, labels = [], {}
+    for item in prog:
+        if item[0] == "label":
+            labels[item[1]] = len(rows)
+        else:
+            rows.append(item)
+    out = []
+    for i, (code, k, jt, jf) in enumerate(rows):
+        t = labels[jt] - i - 1 if jt else 0
+        f = labels[jf] - i - 1 if jf else 0
+        out.append(struct.pack("HBBI", code, t, f, k))
+    return b"".join(out)

@@ -1,0 +1,105 @@
+"""Parent side: the check of which code ran during the candidate's calls, for one run child: its cgroup, the
+sampler over its whole life (`code_sampler`), and the rule (`code_attribution`).
+
+Why: DESIGN.md rules 5 and 10. Under `strict` the candidate's calls must run the code it compiled, and no
+reading of its imports or spellings can say what native code reaches at run time. Where it applies: CPU run
+children of a non-Triton candidate (a Triton candidate on CPU runs under the interpreter, numpy code, and is
+never scored for time). On CUDA the kernels run on the device and the host samples would show the driver's
+launch and wait loops: judging device code needs the device's own view (which kernels ran, from the profiler
+or a launch callback, and whether their code objects are the candidate's), not done here.
+Fails closed: a sampler or cgroup that cannot be had, a ring buffer that lost records, or a child whose guard
+against new executable memory did not take is a `harness_error`, unless `EvalConfig.allow_unsampled`, where the
+result carries `unsampled` and the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from kernelbench.harness import code_attribution, code_sampler, protocol, triton_kernels
+from kernelbench.harness.config import EvalConfig
+
+UNSAMPLED = "unsampled"
+"""Informational flag: the check of which code ran did not hold for this result (`allow_unsampled`)."""
+LOST_SHARE_MAX = 0.01
+"""More lost samples than this share of those kept: the record of what ran has holes a call could hide in."""
+CGROUP_V2_ROOTS = ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
+log = logging.getLogger(__name__)
+
+
+class CodeCheckUnavailable(RuntimeError):
+    """The check cannot run here and the configuration does not allow running without it."""
+
+
+def applies(config: EvalConfig, src: str, profile: str = "") -> bool:
+    return config.device == "cpu" and profile != "ncu" and not triton_kernels.interpreted(src, config.device)
+
+
+def v2_root() -> str:
+    """The cgroup v2 mount ("" when there is none)."""
+    for root in CGROUP_V2_ROOTS:
+        if os.path.exists(os.path.join(root, "cgroup.procs")) and os.path.exists(os.path.join(root, "cgroup.threads")):
+            return root
+    return ""
+
+
+class CodeCheck:
+    """One run child's sampler. Use: `attach` as `sandbox.start_child`'s `on_cgroup` (it opens the perf events
+    on the child's own cgroup v2 folder, `cgroups.Cgroup.v2_dir`, before anything of the child runs), `stop()`
+    once it is dead (every process killed), `judge(result, policy)` on its report, `close()` always.
+    `judged=False`: the paired reference's, sampled at the same rate and never read, so both children pay the
+    same cost per CPU second and the speedup stays fair."""
+
+    def __init__(self, config: EvalConfig, ext_dir: str, manifest: dict[str, dict[str, str]], judged: bool = True):
+        self.config, self.ext_dir, self.manifest, self.judged = config, ext_dir, manifest, judged
+        self.unavailable = ""
+        self.sampler: code_sampler.CodeSampler | None = None
+        self.sampled: code_sampler.Sampled | None = None
+
+    def attach(self, cgroup_dir: str) -> None:
+        """Sample every task of `cgroup_dir` (the child's v2 cgroup; "" where there is none) from now on."""
+        try:
+            if not cgroup_dir:
+                raise code_sampler.SamplerUnavailable("the child has no cgroup v2 folder")
+            self.sampler = code_sampler.CodeSampler(cgroup_dir, code_sampler.DEFAULT_PERIOD_NS,
+                                                    self.ext_dir.rstrip("/") + "/")
+        except code_sampler.SamplerUnavailable as e:
+            self.close()
+            if not self.config.allow_unsampled:
+                raise CodeCheckUnavailable(f"the check of which code ran cannot run here: {e} "
+                                           "(EvalConfig.allow_unsampled runs without it)") from e
+            self.unavailable = str(e)
+            return
+        self.sampler.start(drain=self.judged)
+
+    def stop(self) -> None:
+        if self.sampler is not None and self.sampled is None:
+            self.sampled = self.sampler.stop()
+
+    def judge(self, res: protocol.RunResult, policy: str, exec_memory_asked: bool) -> dict[str, str]:
+        """flag -> reason: `dynamic:library_compute` under `strict`; `unsampled` (informational, allowed) or
+        `CodeCheckUnavailable` (raised: a harness error) when the check did not hold."""
+        self.stop()
+        why = self.unavailable
+        refused = res.new_tasks_refused
+        if not why and exec_memory_asked and not (refused is not None and refused.exec_memory):
+            why = "the run child's refusal of new executable memory did not take effect"
+        if not why and self.sampled is not None:
+            kept, lost = len(self.sampled.samples), self.sampled.lost_records
+            if lost > LOST_SHARE_MAX * max(kept, 1):
+                why = f"the sampler lost {lost} of {kept + lost} samples"
+        if why:
+            if not self.config.allow_unsampled:
+                raise CodeCheckUnavailable(f"the check of which code ran did not hold: {why}")
+            return {UNSAMPLED: why}
+        assert self.sampled is not None
+        shares = code_attribution.attribute(self.sampled, list(res.call_windows_ns), self.ext_dir, self.manifest)
+        log.info("which code ran (%s): %s; runtime: %s", policy, shares.summary(), shares.runtime_objects)
+        return code_attribution.judge(shares, policy)
+
+    def close(self) -> None:
+        if self.sampler is not None:
+            if self.sampled is None:
+                self.sampled = self.sampler.stop()
+            self.sampler = None

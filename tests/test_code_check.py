@@ -1,0 +1,165 @@
+"""Which code ran (`code_sampler`, `code_attribution`, `code_check`) on real processes, and the run child's
+refusal of new executable memory (`spawn_guard.EXEC_MEMORY_RULES`).
+
+The candidate's side of the attack (a BLAS found without importing it) is `tests/adversarial/cpp_found_blas.py`
+in `test_adversarial.py`'s table; here the parts are tested one by one, with real compiles and real
+sampled processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from kernelbench.harness import build_manifest, cgroups, code_attribution, code_check, code_sampler, protocol
+from kernelbench.harness.config import EvalConfig
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+needs_perf = pytest.mark.skipif(os.geteuid() != 0 or not code_check.v2_root(),
+                                reason="cgroup-mode perf_event_open needs root and a cgroup v2 hierarchy")
+
+LOOP_C = "double spin(long n) { double s = 0; for (long i = 0; i < n; ++i) s += (double)i * 1e-9; return s; }\n"
+WORKER = textwrap.dedent("""
+    import ctypes, json, sys, time
+    import torch
+    torch.set_num_threads(1)
+    lib = ctypes.CDLL(sys.argv[1]); lib.spin.restype = ctypes.c_double; lib.spin.argtypes = [ctypes.c_long]
+    a = torch.randn(256, 256)
+    windows = []
+    start = time.monotonic_ns()
+    while time.monotonic_ns() - start < 400_000_000:
+        lib.spin(2_000_000)                     # the candidate's own code
+    windows.append((start, time.monotonic_ns()))
+    start = time.monotonic_ns()
+    while time.monotonic_ns() - start < 400_000_000:
+        a @ a                                   # MKL inside libtorch_cpu
+    windows.append((start, time.monotonic_ns()))
+    time.sleep(0.3)                             # alive for a snapshot of the mappings after both
+    print(json.dumps(windows))
+""")
+
+
+def _built_library(tmp_path) -> tuple[str, str, dict]:
+    ext = tmp_path / "ext"
+    (ext / "kern").mkdir(parents=True)
+    (ext / "kern" / "kern.c").write_text(LOOP_C)
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", str(ext / "kern" / "kern.so"), str(ext / "kern" / "kern.c")],
+                   check=True)
+    return str(ext), str(ext / "kern" / "kern.so"), build_manifest.record(str(ext))
+
+
+@needs_perf
+def test_samples_are_attributed_to_the_objects_that_ran(tmp_path):
+    """A real process in a real cgroup: the window spent in a library from the build is the candidate's, the
+    window spent in torch's matmul is foreign (libtorch_cpu), whatever either is called."""
+    ext, lib, manifest = _built_library(tmp_path)
+    check = code_check.CodeCheck(EvalConfig(), ext, manifest)
+    cg = cgroups.create(0, 0)  # the child's own cgroup, as `sandbox.start_child` makes it
+    try:
+        check.attach(cg.v2_dir)
+        argv = cg.shim_argv() + [sys.executable, "-c", WORKER, lib]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True)
+        windows = [tuple(w) for w in json.loads(out.stdout.strip().splitlines()[-1])]
+        check.stop()
+        sampled = check.sampled
+        assert sampled is not None and sampled.lost_records == 0
+        own = code_attribution.attribute(sampled, windows[:1], ext, manifest)
+        blas = code_attribution.attribute(sampled, windows[1:], ext, manifest)
+    finally:
+        check.close()
+        cg.remove()
+    assert own.in_calls >= code_attribution.MIN_SAMPLES and blas.in_calls >= code_attribution.MIN_SAMPLES
+    assert own.candidate / own.in_calls > 0.8 and own.foreign_share < 0.1, own.summary()
+    assert blas.foreign_share > 0.8 and blas.foreign_objects[0][0].startswith("libtorch_cpu"), blas.summary()
+    assert code_attribution.judge(blas, "strict") and not code_attribution.judge(blas, "partial")
+    assert not code_attribution.judge(own, "strict")
+    # the same bytes under another manifest (a library the compile stage did not record) are not the candidate's
+    other = code_attribution.attribute(sampled, windows[:1], ext, {"kern": {"kern.so": "0" * 64}})
+    assert other.candidate == 0 and other.foreign_share > 0.8, other.summary()
+
+
+def test_missing_sampler_fails_closed(tmp_path):
+    """No cgroup v2 (or no perf_event_open): the evaluation cannot run, unless `allow_unsampled`, where the
+    result says the check did not hold."""
+    with pytest.raises(code_check.CodeCheckUnavailable):
+        code_check.CodeCheck(EvalConfig(), str(tmp_path), {}).attach("")  # the child got no v2 cgroup
+    with pytest.raises(code_check.CodeCheckUnavailable):  # a folder perf cannot open events on
+        code_check.CodeCheck(EvalConfig(), str(tmp_path), {}).attach(str(tmp_path / "none"))
+    check = code_check.CodeCheck(EvalConfig(allow_unsampled=True), str(tmp_path), {})
+    check.attach("")
+    refusal = protocol.TaskRefusal(rlimit=True, seccomp=True, refused=True, exec_memory=True)
+    result = _result(refusal)
+    assert set(check.judge(result, "strict", True)) == {code_check.UNSAMPLED}
+    check.close()
+
+
+@needs_perf
+def test_guard_not_taken_fails_closed(tmp_path):
+    """A run child whose refusal of executable memory did not take is not judged as if it had."""
+    check = code_check.CodeCheck(EvalConfig(), str(tmp_path), {})
+    cg = cgroups.create(0, 0)
+    try:
+        check.attach(cg.v2_dir)
+        refusal = protocol.TaskRefusal(rlimit=True, seccomp=True, refused=True, exec_memory=False)
+        with pytest.raises(code_check.CodeCheckUnavailable):
+            check.judge(_result(refusal), "strict", True)
+    finally:
+        check.close()
+        cg.remove()
+
+
+def _result(refusal: protocol.TaskRefusal) -> protocol.RunResult:
+    return protocol.RunResult(structures=(), output_meta=[], ops=(), kernel_calls=1, timer_patched=(),
+                              harness_tampered=(), threads_before=1, threads_after=1, os_threads_before=1,
+                              os_threads_after=1, new_tasks_refused=refusal, checks_installed=(), timing=None,
+                              timing_blocks=None, call_windows_ns=((1, 2),))
+
+
+EXEC_PROBE = textwrap.dedent("""
+    import ctypes, mmap, os, json
+    import torch
+    from kernelbench.harness.child import spawn_guard
+    torch.relu(torch.randn(1 << 20)).sum()           # the OpenMP team starts before the guard, as in the run child
+    seen = spawn_guard.refuse_new_tasks(exec_memory=True)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    def errno_of(ok):
+        return 0 if ok else ctypes.get_errno()
+    rw = libc.mmap(None, 4096, 3, 0x22, -1, 0)
+    seen["mmap_rw"] = errno_of(rw not in (None, 2**64 - 1))
+    seen["mmap_exec"] = errno_of(libc.mmap(None, 4096, 5, 0x22, -1, 0) not in (None, 2**64 - 1))
+    seen["mprotect_exec"] = errno_of(libc.mprotect(ctypes.c_void_p(rw), 4096, 5) == 0)
+    seen["mremap"] = errno_of(libc.syscall(25, ctypes.c_void_p(rw), 4096, 8192, 1) not in (-1,))
+    try:
+        os.execv("/bin/true", ["true"])
+    except OSError as e:
+        seen["execve"] = e.errno
+    x = torch.randn(1 << 20)                         # honest work after the guard: torch, OpenMP, big reallocs
+    seen["torch"] = float(torch.relu(x).sum() >= 0)
+    libc.malloc.restype = libc.realloc.restype = ctypes.c_void_p
+    seen["realloc"] = float(bool(libc.realloc(ctypes.c_void_p(libc.malloc(1 << 22)), 1 << 25)))
+    print(json.dumps(seen))
+""")
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the seccomp filter is x86-64 only")
+def test_no_new_executable_memory_after_the_guard():
+    """After the guard: no PROT_EXEC mapping or mprotect, no mremap, no execve (EPERM); torch and glibc's
+    realloc (which falls back from mremap to copying) still work."""
+    out = subprocess.run([sys.executable, "-c", EXEC_PROBE], capture_output=True, text=True, timeout=120, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": REPO})
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    eperm = 1
+    assert seen["exec_memory"] and seen["seccomp"], seen
+    assert seen["mmap_rw"] == 0 and seen["torch"] == 1.0 and seen["realloc"] == 1.0, seen
+    assert seen["mmap_exec"] == seen["mprotect_exec"] == seen["mremap"] == seen["execve"] == eperm, seen
+
+
+def test_sampler_fails_closed_without_a_cgroup(tmp_path):
+    with pytest.raises(code_sampler.SamplerUnavailable):
+        code_sampler.CodeSampler(str(tmp_path / "missing"))
