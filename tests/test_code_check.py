@@ -58,7 +58,7 @@ def test_samples_are_attributed_to_the_objects_that_ran(tmp_path):
     window spent in torch's matmul is foreign (libtorch_cpu), whatever either is called."""
     ext, lib, manifest = _built_library(tmp_path)
     check = code_check.CodeCheck(EvalConfig(), ext, manifest)
-    cg = cgroups.create(0, 0)  # the child's own cgroup, as `sandbox.start_child` makes it
+    cg = cgroups.create(4 << 30, 256)  # the child's own cgroup, as `sandbox.start_child` makes it
     try:
         check.attach(cg.v2_dir)
         argv = cg.shim_argv() + [sys.executable, "-c", WORKER, lib]
@@ -101,7 +101,7 @@ def test_missing_sampler_fails_closed(tmp_path):
 def test_guard_not_taken_fails_closed(tmp_path):
     """A run child whose refusal of executable memory did not take is not judged as if it had."""
     check = code_check.CodeCheck(EvalConfig(), str(tmp_path), {})
-    cg = cgroups.create(0, 0)
+    cg = cgroups.create(4 << 30, 256)
     try:
         check.attach(cg.v2_dir)
         refusal = protocol.TaskRefusal(rlimit=True, seccomp=True, refused=True, exec_memory=False)
