@@ -217,6 +217,13 @@ ATTACKS = [
                      "shape [16, 256] != expected [3, 131]")),
     Attack("hardcoded_shape_checked.py", task="builtin_max", statuses=(RUNTIME_ERROR,),
            feedback=("input set 7, configuration 2 of 2 (batch_size=3", "built for 16 x 256 x 256")),
+    # Every candidate call is traced and counted (child/call_checks.py), and every call's inputs arrive the same
+    # way (timing.write_inputs): no call can be singled out as the judged one.
+    Attack("shape_fast_path.py", task="builtin_max", flags=("dynamic:torch_compute_op",)),
+    Attack("traced_call_by_values.py", task="linear", flags=("dynamic:torch_compute_op",)),
+    Attack("traced_call_by_mode.py", task="linear", static_flags=("static:forbidden_import",), statuses=(CORRECT,),
+           max_speedup=0.5),
+    Attack("version_skips_timed.py", statuses=(CORRECT,), max_speedup=1.0),
     Attack("cpp_memory_hog.py", statuses=(RUNTIME_ERROR,), feedback=("bad_alloc", "out of memory"),
            overrides=dict(memory_limit_mb=3072)),
     # Triton (kernelbench.harness.triton_kernels): on CPU the kernels run under Triton's interpreter.
@@ -555,7 +562,7 @@ def test_adversarial_candidates_share_their_builds():
         assert len(keys) == 1, f"the run-time candidates should carry the one shared C++ library {library}"
     # the hard-coded-shape pair are kernels of their own task (`L1/12_max_dim`), not variants of the shared
     # library; the two share one build between them
-    own = {"hardcoded_shape.py", "hardcoded_shape_checked.py"}
+    own = {"hardcoded_shape.py", "hardcoded_shape_checked.py", "shape_fast_path.py"}
     assert all('name="adv_kernels"' in source(a.file) or 'name="adv_integrity"' in source(a.file)
                for a in ATTACKS if not a.static_flags and "load_inline" in source(a.file) and a.file not in own)
 

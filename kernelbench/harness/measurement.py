@@ -18,7 +18,7 @@ from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.reference import (REFERENCE_FILE_MB, HarnessError, Reference, reference_from, reference_job,
                                            run_reference)
 from kernelbench.harness.result import CORRECT
-from kernelbench.harness.staged import Staged
+from kernelbench.harness.staged import Staged, policy_of
 from kernelbench.harness.verdict import RunVerdict, verdict
 
 def report_bound(inputs_bytes: int, seeds: Seeds, checks: int) -> int:
@@ -64,7 +64,9 @@ def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch:
             manifest = build_manifest.record(os.path.join(staged.build.entry_dir, "ext"))
         job = protocol.RunJob(nonce=secrets.token_hex(16), setup=children.setup(config, seeds, profile),
                               candidate="candidate.py", pch_dir=staged.build.pch_dir,
-                              triton=triton_kernels.uses_triton(staged.src), build_manifest=manifest,
+                              triton=triton_kernels.uses_triton(staged.src),
+                              trace_ops=config.op_checks and policy_of(staged.task, config) == "strict",
+                              build_manifest=manifest,
                               report_fd=collector.write_fd,
                               paired=protocol.PipeFds(**pipes.job_fields()) if pipes else None)
         if ref_scratch:
