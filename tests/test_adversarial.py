@@ -556,9 +556,11 @@ def test_build_key_is_shared_only_by_identical_compiles(variant, shared):
 def test_adversarial_candidates_share_their_builds():
     from kernelbench.harness.build_cache import cache_key
 
+    # reads a private attribute (`x._version`): such a file is keyed whole (`build_cache.compiled_parts`)
+    whole_file = {"version_skips_timed.py"}
     for library in ("adv_kernels", "adv_integrity"):
         keys = {cache_key(source(a.file), "cpu") for a in ATTACKS
-                if not a.static_flags and f'name="{library}"' in source(a.file)}
+                if not a.static_flags and f'name="{library}"' in source(a.file) and a.file not in whole_file}
         assert len(keys) == 1, f"the run-time candidates should carry the one shared C++ library {library}"
     # the hard-coded-shape pair are kernels of their own task (`L1/12_max_dim`), not variants of the shared
     # library; the two share one build between them

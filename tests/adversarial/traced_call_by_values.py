@@ -8,7 +8,6 @@ Defence: the op tracer and the kernel-call count are active on every candidate c
 there is no single traced call to recognise.
 Expected: rejected, dynamic:torch_compute_op, score 0.
 """
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
@@ -189,4 +188,4 @@ class ModelNew(nn.Module):
         if key in self.seen:
             return ext.naive_linear(x, self.linear.weight, self.linear.bias)
         self.seen.add(key)
-        return torch.nn.functional.linear(x, self.linear.weight, self.linear.bias)
+        return nn.functional.linear(x, self.linear.weight, self.linear.bias)

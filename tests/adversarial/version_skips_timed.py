@@ -10,7 +10,6 @@ into the reused buffers, correctness, check, timed and verification calls alike)
 one per call whatever the call is, and skipping is caught by the hidden check calls.
 Expected: correct at an honest speed (the plain C++ loop against torch.relu: below 1x).
 """
-import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 

@@ -6,11 +6,11 @@ the OS threads, capture every function the phases call after candidate code has 
 the candidate; build `ModelNew` after the same init seed; refuse new threads and processes; run every input
 set (correctness), time it; judge the aten ops and kernel calls of every call (`call_checks`: every call into
 the candidate goes through `CallChecks.call`, traced and counted, and every call's inputs arrive through
-`timing.write_inputs` into reused buffers, so no call can be singled out as the judged one, DESIGN.md rule 8). After every phase the
-snapshot is verified and restored (`timer_patched` / `harness_tampered`) and the threads are counted again
-(`dynamic:threads`). Each call's output and arguments afterwards go to the parent over its report pipe as
-soon as the call returns (`kernelbench.harness.report`); the final report (`protocol.RunResult`) is sent by
-`worker.main`, the profiled call after it. This child never sees reference outputs.
+`call_inputs.write_inputs` into reused buffers, so no call can be singled out as the judged one, DESIGN.md
+rule 8). After every phase the snapshot is verified and restored (`timer_patched` / `harness_tampered`) and
+the threads are counted again (`dynamic:threads`). Each call's output and arguments afterwards go to the
+parent over its report pipe as soon as the call returns (`kernelbench.harness.report`); the final report
+(`protocol.RunResult`) is sent by `worker.main`, the profiled call after it. This child never sees reference outputs.
 """
 
 from __future__ import annotations
@@ -236,7 +236,7 @@ def _init(tools: Tools, job: protocol.RunJob, data: dict[str, Any], state: RunSt
 
 
 def _correctness(tools: Tools, job: protocol.RunJob, data: dict[str, Any], state: RunState, model: Any) -> None:
-    """Every input set, written into reused buffers as every other call's inputs are (`timing.write_inputs`):
+    """Every input set, written into reused buffers as every other call's inputs are (`call_inputs.write_inputs`):
     fresh buffers for each run of sets of one layout, as a timed block has. Each call's output and its
     arguments afterwards leave for the parent before the next candidate call: nothing the candidate runs later
     (another call, a thread, an atexit handler) can change what was judged."""
