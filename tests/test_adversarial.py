@@ -221,6 +221,13 @@ ATTACKS = [
                      "shape [16, 256] != expected [3, 131]")),
     Attack("hardcoded_shape_checked.py", task="builtin_max", statuses=(RUNTIME_ERROR,),
            feedback=("input set 7, configuration 2 of 2 (batch_size=3", "built for 16 x 256 x 256")),
+    # Every candidate call is traced and counted (child/call_checks.py), and every call's inputs arrive the same
+    # way (timing.write_inputs): no call can be singled out as the judged one.
+    Attack("shape_fast_path.py", task="builtin_max", flags=("dynamic:torch_compute_op",)),
+    Attack("traced_call_by_values.py", task="linear", flags=("dynamic:torch_compute_op",)),
+    Attack("traced_call_by_mode.py", task="linear", static_flags=("static:forbidden_import",), statuses=(CORRECT,),
+           max_speedup=0.5),
+    Attack("version_skips_timed.py", statuses=(CORRECT,), max_speedup=1.0),
     Attack("cpp_memory_hog.py", statuses=(RUNTIME_ERROR,), feedback=("bad_alloc", "out of memory"),
            overrides=dict(memory_limit_mb=3072)),
     # Limits on everything a child creates (kernelbench.harness.cgroups): small limits keep the cost small.
@@ -591,13 +598,15 @@ def test_build_key_is_shared_only_by_identical_compiles(variant, shared):
 def test_adversarial_candidates_share_their_builds():
     from kernelbench.harness.build_cache import cache_key
 
+    # reads a private attribute (`x._version`): such a file is keyed whole (`build_cache.compiled_parts`)
+    whole_file = {"version_skips_timed.py"}
     for library in ("adv_kernels", "adv_integrity"):
         keys = {cache_key(source(a.file), "cpu") for a in ATTACKS
-                if not a.static_flags and f'name="{library}"' in source(a.file)}
+                if not a.static_flags and f'name="{library}"' in source(a.file) and a.file not in whole_file}
         assert len(keys) == 1, f"the run-time candidates should carry the one shared C++ library {library}"
     # the hard-coded-shape pair are kernels of their own task (`L1/12_max_dim`), not variants of the shared
     # library; the two share one build between them
-    own = {"hardcoded_shape.py", "hardcoded_shape_checked.py"}
+    own = {"hardcoded_shape.py", "hardcoded_shape_checked.py", "shape_fast_path.py"}
     assert all('name="adv_kernels"' in source(a.file) or 'name="adv_integrity"' in source(a.file)
                for a in ATTACKS if not a.static_flags and "load_inline" in source(a.file) and a.file not in own)
 

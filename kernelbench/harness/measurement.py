@@ -65,8 +65,10 @@ def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch:
             manifest = build_manifest.record(os.path.join(staged.build.entry_dir, "ext"))
         job = protocol.RunJob(nonce=secrets.token_hex(16), setup=children.setup(config, seeds, profile),
                               candidate="candidate.py", pch_dir=staged.build.pch_dir,
-                              triton=triton_kernels.uses_triton(staged.src), build_manifest=manifest,
-                              refuse_exec_memory=_exec_refused(staged, profile), report_fd=collector.write_fd,
+                              triton=triton_kernels.uses_triton(staged.src),
+                              trace_ops=config.op_checks and policy_of(staged.task, config) == "strict",
+                              build_manifest=manifest, refuse_exec_memory=_exec_refused(staged, profile),
+                              report_fd=collector.write_fd,
                               paired=protocol.PipeFds(**pipes.job_fields()) if pipes else None)
         if ref_scratch:
             _give_inputs(ref_scratch, scratch, slot.uid, collector, seeds, job)

@@ -202,6 +202,9 @@ class RunJob(Record):
     pch_dir: str
     triton: bool
     """The candidate launches Triton kernels (`triton_kernels.uses_triton`)."""
+    trace_ops: bool
+    """Trace the aten ops of every candidate call (`child/call_checks.py`): the `strict` policy judges them; the
+    `partial` policy judges only the kernel calls, counted on every call either way."""
     build_manifest: dict[str, dict[str, str]]
     """The build folder as the parent recorded it: all the child may load (`build_manifest`)."""
     refuse_exec_memory: bool
@@ -314,9 +317,10 @@ class RunResult(Record):
     output_meta: list[list[dict[str, Any]]]
     """Per input set, per output tensor: type, dtype, shape, device, density, layout (`outputs.flatten_output`)."""
     ops: tuple[str, ...]
-    """The aten ops of one traced forward (`op_policy.OpTracer`)."""
+    """The distinct aten ops of every candidate call, sorted (`call_checks.CallChecks`; empty when not traced)."""
     kernel_calls: int
-    """Calls of the candidate's compiled functions during the trace (`kernel_calls.count`)."""
+    """Calls of the candidate's compiled functions in the candidate call that made the fewest
+    (`call_checks.CallChecks.fewest_kernel_calls`; 0: some call ran no kernel)."""
     timer_patched: tuple[str, ...]
     harness_tampered: tuple[str, ...]
     """What the candidate rebound, phase by phase (`snapshot.Snapshot`)."""

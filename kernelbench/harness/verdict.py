@@ -80,6 +80,8 @@ def judge(res: protocol.RunResult, out: sandbox.ChildOutcome, policy: str, op_ch
     total_ms = res.timing.total_ms if res.timing else 0.0
     if total_ms / 1e3 > out.wall_s:
         found["timing_inconsistent"] = f"trials sum to {total_ms / 1e3:.3f} s but the whole run took {out.wall_s:.3f} s"
+    if op_checks and policy == "strict" and "op_policy" not in res.checks_installed:
+        found["dynamic:harness_tampered"] = "the op tracer was asked for and did not run on the candidate's calls"
     if op_checks:
         for v in op_policy.judge_ops(list(res.ops), policy, res.kernel_calls):
             found.setdefault(v.flag, v.reason)

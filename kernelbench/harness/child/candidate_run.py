@@ -4,15 +4,18 @@ Order (each step's reason is at the step): load and unlink `inputs.pt`, install 
 build refusal, snapshot every object the measurement and the checks depend on (`snapshot.Snapshot`), count
 the OS threads, capture every function the phases call after candidate code has run (`Tools`), THEN import
 the candidate; build `ModelNew` after the same init seed; refuse new threads and processes; run every input
-set on clones (correctness), time it, trace the aten ops of one forward (verification). After every phase the
-snapshot is verified and restored (`timer_patched` / `harness_tampered`) and the threads are counted again
-(`dynamic:threads`). Each call's output and arguments afterwards go to the parent over its report pipe as
-soon as the call returns (`kernelbench.harness.report`); the final report (`protocol.RunResult`) is sent by
-`worker.main`, the profiled call after it. This child never sees reference outputs.
+set (correctness), time it; judge the aten ops and kernel calls of every call (`call_checks`: every call into
+the candidate goes through `CallChecks.call`, traced and counted, and every call's inputs arrive through
+`call_inputs.write_inputs` into reused buffers, so no call can be singled out as the judged one, DESIGN.md
+rule 8). After every phase the snapshot is verified and restored (`timer_patched` / `harness_tampered`) and
+the threads are counted again (`dynamic:threads`). Each call's output and arguments afterwards go to the
+parent over its report pipe as soon as the call returns (`kernelbench.harness.report`); the final report
+(`protocol.RunResult`) is sent by `worker.main`, the profiled call after it. This child never sees reference outputs.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import threading
@@ -21,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from kernelbench.harness import build_manifest, protocol, report, sandbox
-from kernelbench.harness.child import profiled_call, snapshot, spawn_guard, timing
+from kernelbench.harness.child import call_checks, call_inputs, profiled_call, snapshot, spawn_guard, timing
 from kernelbench.harness.child.call_windows import recorded
 from kernelbench.harness.child.outputs import call_record, flatten_output, sync
 
@@ -123,9 +126,12 @@ class Tools:
     to_device: Callable[..., Any]
     timers_intact: Callable[[], list[str]]
     no_grad: Any
-    reset: Callable[[], None]
-    count: Callable[[], int]
-    tracer_class: Any
+    call: Callable[[Any, Any], Any]
+    """`CallChecks.call` of `checks`, bound: the one function every candidate call goes through."""
+    checks: call_checks.CallChecks
+    write: Callable[..., list[Any]]
+    fits: Callable[..., bool]
+    fresh: Callable[..., list[Any]]
     compiled_functions: Callable[[], Any]
     refuse_tasks: Callable[[bool], dict[str, bool]]
     channel: timing.Channel | None
@@ -146,7 +152,7 @@ def run_candidate(job: protocol.RunJob, scratch: str,
         timed(tools, job, data, state, call)
     verification(tools, job, data, state, call)
     after = profile(tools, job, data, model, reporter, profile_error)
-    return result(state), after
+    return result(state, tools.checks.trace), after
 
 
 def _install(job: protocol.RunJob, scratch: str, reporter: report.Reporter) -> tuple[Tools, dict[str, Any], RunState, str]:
@@ -173,7 +179,7 @@ def _install(job: protocol.RunJob, scratch: str, reporter: report.Reporter) -> t
     build_manifest.refuse_builds(job.build_manifest, os.environ.get("TORCH_EXTENSIONS_DIR", scratch))
     # this module and the entry point that imported it (`worker`): the latter by name, since importing it from
     # here would be an import circle
-    own = [kernel_calls, op_policy, sys.modules[__name__], sys.modules["kernelbench.harness.child.worker"]]
+    own = [kernel_calls, op_policy, call_checks, call_inputs, sys.modules[__name__], sys.modules["kernelbench.harness.child.worker"]]
     taken = snapshot.Snapshot(snapshot.harness_holders(own))
     audit, wrappers, active, count_threads = snapshot.audit, kernel_calls.wrappers_intact, threading.active_count, os_threads
 
@@ -183,12 +189,16 @@ def _install(job: protocol.RunJob, scratch: str, reporter: report.Reporter) -> t
         state.os_threads_after = max(state.os_threads_after, count_threads())
 
     paired = job.paired
+    checks = call_checks.CallChecks(kernel_calls.count, trace=job.trace_ops)
+    # No cyclic collection from here on, on any call: the timed blocks run without it (timing.Measurement.block),
+    # and a collector enabled only outside them would tell the candidate which calls are judged.
+    gc.disable()
     tools = Tools(torch=torch, checkpoint=checkpoint, measure=timing.measure, measurement=timing.Measurement,
                   serve=timing.serve_blocks, stats=timing.stats, timing=protocol.Timing,
                   refusal=protocol.TaskRefusal, flatten=flatten_output, sync=sync,
                   send=reporter.send_tensors, record=call_record, clone_args=clone_args, to_device=to_device,
-                  timers_intact=timing.timers_intact, no_grad=torch.no_grad, reset=kernel_calls.reset,
-                  count=kernel_calls.count, tracer_class=op_policy.OpTracer,
+                  timers_intact=timing.timers_intact, no_grad=torch.no_grad, call=checks.call, checks=checks,
+                  write=timing.write_inputs, fits=timing.fits, fresh=timing.fresh_buffers,
                   compiled_functions=kernel_calls.compiled_functions, refuse_tasks=spawn_guard.refuse_new_tasks,
                   channel=timing.Channel(paired.read_fd, paired.write_fd) if paired else None)
     return tools, data, state, profile_error
@@ -217,7 +227,8 @@ def _init(tools: Tools, job: protocol.RunJob, data: dict[str, Any], state: RunSt
                 shapes = tuple((tuple(a.shape), str(a.dtype)) if isinstance(a, tools.torch.Tensor) else repr(a) for a in s)
                 if shapes not in seen:
                     seen.add(shapes)
-                    model(*tools.to_device(tools.clone_args(s), device))
+                    values = tools.to_device(s, device)
+                    tools.call(model, tools.write(tools.fresh(values), values))
                     tools.sync(device)
         tools.checkpoint("triton compile")
     # from here on no thread or process can start: import and __init__ may still run load_inline (ninja)
@@ -228,15 +239,20 @@ def _init(tools: Tools, job: protocol.RunJob, data: dict[str, Any], state: RunSt
 
 
 def _correctness(tools: Tools, job: protocol.RunJob, data: dict[str, Any], state: RunState, model: Any) -> None:
-    """Every input set on clones. Each call's output and its arguments afterwards leave for the parent before
-    the next candidate call: nothing the candidate runs later (another call, a thread, an atexit handler) can
-    change what was judged."""
+    """Every input set, written into reused buffers as every other call's inputs are (`call_inputs.write_inputs`):
+    fresh buffers for each run of sets of one layout, as a timed block has. Each call's output and its
+    arguments afterwards leave for the parent before the next candidate call: nothing the candidate runs later
+    (another call, a thread, an atexit handler) can change what was judged."""
     state.phase = "forward"
     device = job.setup.device
+    buffers: list[Any] | None = None
     with tools.no_grad():
         for i, s in enumerate(data["sets"]):
-            args = tools.to_device(tools.clone_args(s), device)
-            out = model(*args)
+            values = tools.to_device(s, device)
+            if buffers is None or not tools.fits(buffers, values):
+                buffers = tools.fresh(values)
+            args = tools.write(buffers, values)
+            out = tools.call(model, args)
             tools.sync(device)
             structure, _, meta = tools.flatten(out)
             tools.send(f"forward/{i}", tools.record(out, args))
@@ -251,38 +267,31 @@ def _timing(tools: Tools, job: protocol.RunJob, data: dict[str, Any], state: Run
     setup = job.setup
     timed = [tools.to_device(s, setup.device) for s in data["timing_sets"]]
     checks = [tuple(c) for c in setup.timing_checks]
-    send, record = tools.send, tools.record
+    send, record, traced = tools.send, tools.record, tools.checks.bound(model)
 
     def emit(label: str, out: Any, buffers: list[Any]) -> None:
         send(label, record(out, buffers))
 
     if tools.channel is not None:  # paired: blocks on the parent's word (kernelbench.harness.paired)
-        m = tools.measurement(model, timed, setup.device, emit, checks)
+        m = tools.measurement(traced, timed, setup.device, emit, checks)
         blocks = tools.serve(m, setup.warmup_trials, tools.channel)
         m.verify()
         if m.times_ms:
             state.timing = tools.timing(**tools.stats(m.times_ms, setup.warmup_trials).to_dict())
             state.timing_blocks = blocks
     else:
-        st = tools.measure(model, timed, setup.device, setup.warmup_trials, setup.timing_trials, setup.timing_budget_s,
+        st = tools.measure(traced, timed, setup.device, setup.warmup_trials, setup.timing_trials, setup.timing_budget_s,
                            emit, checks, setup.min_trials)
         state.timing = tools.timing(**st.to_dict())
     tools.checkpoint("timing")
 
 
 def _verification(tools: Tools, job: protocol.RunJob, data: dict[str, Any], state: RunState, model: Any) -> None:
-    """The aten ops of one traced forward and the kernel calls in it (`op_policy`, `kernel_calls`); the
-    public timers checked once more."""
+    """The aten ops and kernel calls of every candidate call (`call_checks`), for the op policy; the public timers
+    checked once more."""
     state.phase = "trace"
-    device = job.setup.device
-    tools.reset()
-    with tools.no_grad():
-        args = tools.to_device(tools.clone_args(data["sets"][0]), device)
-        with tools.tracer_class() as tracer:
-            model(*args)
-            tools.sync(device)
-        state.ops = list(tracer.ops)
-    state.kernel_calls = tools.count()
+    state.ops = tools.checks.ops()
+    state.kernel_calls = tools.checks.fewest_kernel_calls
     tools.checkpoint("trace")
     state.found["timer_patched"] += [f"{name} (public)" for name in tools.timers_intact()]
     state.phase = "done"
@@ -302,12 +311,12 @@ def _profile(tools: Tools, job: protocol.RunJob, data: dict[str, Any], model: An
                          limit_s, profile_error)
 
 
-def _result(state: RunState) -> protocol.RunResult:
+def _result(state: RunState, traced: bool) -> protocol.RunResult:
     return protocol.RunResult(
         structures=tuple(state.structures), output_meta=state.metas, ops=tuple(state.ops),
         kernel_calls=state.kernel_calls, timer_patched=tuple(state.found["timer_patched"]),
         harness_tampered=tuple(state.found["harness_tampered"]), threads_before=state.threads_before,
         threads_after=state.threads_after, os_threads_before=state.os_threads_before,
         os_threads_after=state.os_threads_after, new_tasks_refused=state.new_tasks_refused,
-        checks_installed=("kernel_calls", "op_policy"), timing=state.timing, timing_blocks=state.timing_blocks,
-        call_windows_ns=tuple(state.call_windows_ns))
+        checks_installed=("kernel_calls", "op_policy") if traced else ("kernel_calls",), timing=state.timing,
+        timing_blocks=state.timing_blocks, call_windows_ns=tuple(state.call_windows_ns))

@@ -12,8 +12,10 @@ before each trial (KernelBench's size; an H200's L2 is 50 MB).
 Inputs: every call `measure` makes (warm-up and timed trials) sees input contents never seen before. The
 timing base sets are their own draws of `get_inputs()` from secret seeds (`inputs.make_timing_sets`), never a
 correctness set; they rotate through one set of argument buffers (allocated afresh for every block), and
-before each call, outside the timed window, the base set is copied in with every floating ELEMENT multiplied
-by its own factor drawn uniformly from 256 levels in [0.5, 2] (integer tensors are indices and stay as they are), from a
+before each call, outside the timed window, the base set with every floating ELEMENT multiplied by its own
+factor drawn uniformly from 256 levels in [0.5, 2] (integer tensors are indices and stay as they are),
+prepared in a separate tensor, is written in by one `copy_` (`call_inputs.write_inputs`: the one write path
+of every candidate call, so no tensor metadata tells a timed call from a judged one), the factors from a
 generator seeded from the OS's entropy and dropped after the load. Positive factors keep each value's sign,
 so domains such as `log` and `sqrt` stay valid. Why element-wise: with one factor per call a timed input was
 a scalar multiple of a set the candidate had seen, and a task whose first stage is linear could cache that
@@ -37,6 +39,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
 import torch
+
+from kernelbench.harness.child.call_inputs import (FACTOR_LEVELS, SCALE_RANGE, _factors, _levels, check_inputs,  # noqa: F401
+                                                   fits, fresh_buffers, load_perturbed, load_scaled, perturbed,
+                                                   write_inputs)
 
 
 class Timers(NamedTuple):
@@ -63,9 +69,6 @@ PUBLIC_TIMERS: dict[str, Any] = {"time.perf_counter": time.perf_counter, "time.t
                                  "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize}
 """Public names of the timers (attribute lookups only; no CUDA context is created)."""
 L2_FLUSH_BYTES = 256 * 1024 * 1024
-SCALE_RANGE = (0.5, 2.0)
-"""Per-call factor applied to floating inputs during timing (see the module docstring)."""
-
 
 def _current(name: str) -> Any:
     obj: Any = {"time": time, "torch": torch}[name.split(".")[0]]
@@ -101,77 +104,6 @@ def stats(times_ms: list[float], warmup: int) -> TimingStats:
                        total_ms=sum(times_ms), trials=len(times_ms), warmup=warmup)
 
 
-def load_scaled(buffers: list[Any], values: list[Any], factor: float) -> None:
-    """Copy one base set into the argument buffers, floating tensors multiplied by `factor` (1: exact copy)."""
-    for buf, val in zip(buffers, values):
-        if not isinstance(buf, torch.Tensor):
-            continue
-        if factor != 1.0 and (buf.is_floating_point() or buf.is_complex()):
-            torch.mul(val, factor, out=buf)
-        else:
-            buf.copy_(val)
-
-
-FACTOR_LEVELS = 256
-"""Each element's factor is one of this many evenly spaced values in SCALE_RANGE (8 random bits)."""
-
-
-def _factors(like: torch.Tensor, generator: torch.Generator, device: Any) -> torch.Tensor:
-    """Element-wise factors in SCALE_RANGE (one of FACTOR_LEVELS levels, independent and uniform per element),
-    in `like`'s (real) dtype, on `device`.
-
-    Why 8 bits per element: one float draw per element from a CPU generator (mt19937) cost ~40 ms per 4M
-    elements, about five times the ReLU it perturbs, twice per trial (both children) -- most of an evaluation's
-    wall time on CPU. Eight 64-bit draws' worth of bytes cost an eighth of that, and 256 independent levels per
-    element leave no cheaper route to a timed call's output than computing it: the caching attack needs one
-    factor shared by many elements. `random_` over the whole int64 range, so the top byte is uniform too."""
-    low, high = SCALE_RANGE
-    real = like.real.dtype if like.is_complex() else like.dtype
-    levels = _levels(like, generator).to(device=device)
-    return levels.to(dtype=real).mul_((high - low) / (FACTOR_LEVELS - 1)).add_(low)
-
-
-def _levels(like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One uniform byte per element of `like`, shaped like it, on the generator's device."""
-    words = torch.empty((like.numel() + 7) // 8, dtype=torch.int64, device=generator.device)
-    words.random_(-(2 ** 63), 2 ** 63 - 1, generator=generator)
-    return words.view(torch.uint8)[:like.numel()].view(tuple(like.shape))
-
-
-def load_perturbed(buffers: list[Any], values: list[Any], generator: torch.Generator) -> None:
-    """Copy one base set into the argument buffers, every floating element multiplied by its own factor from
-    `generator` (integer tensors are indices and stay as they are). Positive factors keep each value's sign."""
-    for buf, val in zip(buffers, values):
-        if not isinstance(buf, torch.Tensor):
-            continue
-        if buf.is_floating_point() and buf.shape == val.shape and buf.dtype == val.dtype:
-            # the general form's numbers, written in place: no factor tensor, two passes over memory fewer
-            buf.copy_(_levels(val, generator))
-            buf.mul_((SCALE_RANGE[1] - SCALE_RANGE[0]) / (FACTOR_LEVELS - 1)).add_(SCALE_RANGE[0]).mul_(val)
-        elif buf.is_floating_point() or buf.is_complex():
-            torch.mul(val, _factors(val, generator, val.device), out=buf)
-        else:
-            buf.copy_(val)
-
-
-def check_inputs(values: list[Any], seed: int) -> list[Any]:
-    """The inputs of a hidden check call on base set `values` with `seed`: the factors come from a CPU generator
-    (the same numbers on every device), so the parent reproduces them from the reference's sets."""
-    generator = torch.Generator(device="cpu")
-    generator.manual_seed(int(seed))
-    out = []
-    for val in values:
-        if isinstance(val, torch.Tensor) and (val.is_floating_point() or val.is_complex()):
-            out.append(torch.mul(val, _factors(val, generator, val.device)))
-        else:
-            out.append(val.clone() if isinstance(val, torch.Tensor) else val)
-    return out
-
-
-def _fresh(values: list[Any]) -> list[Any]:
-    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
-
-
 class Measurement:
     """One model's timing session: warm-up, blocks of timed trials with hidden check calls among them, the
     untimed verification round.
@@ -187,7 +119,7 @@ class Measurement:
         self.t = TIMERS  # one read: swapping the module's attribute mid-measurement changes nothing here
         self.fn, self.arg_sets, self.device, self.emit = fn, arg_sets, device, emit
         self.cuda = device == "cuda"
-        self.buffers = _fresh(arg_sets[0])
+        self.buffers = fresh_buffers(arg_sets[0])
         self.flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda") if self.cuda else None
         self.calls = 0
         self.times_ms: list[float] = []
@@ -206,22 +138,22 @@ class Measurement:
         beforehand, so skipping work on timed calls is caught whenever a check lands among them; the buffers
         after it show a kernel that writes its inputs during timing."""
         k, seed = self.checks[j]
-        base = self.arg_sets[k % len(self.arg_sets)]
-        for buf, val in zip(self.buffers, check_inputs(base, seed)):
-            if isinstance(buf, torch.Tensor):
-                buf.copy_(val)
-        out = self.fn(*self.buffers)
+        args = write_inputs(self.buffers, check_inputs(self.arg_sets[k % len(self.arg_sets)], seed))
+        out = self.fn(*args)
         if self.cuda:
             self.t.synchronize()
         self.checks_done.add(j)
         self.emit(f"check/{j}", out, self.buffers)
 
-    def _load_next(self) -> None:
-        generator = torch.Generator(device=self.device)  # seeded from the OS's entropy, dropped after the load
+    def _load_next(self) -> list[Any]:
+        """The next timed call's arguments, in the buffers: freshly perturbed values of the next base set, from
+        a generator seeded from the OS's entropy and dropped after the load."""
+        generator = torch.Generator(device=self.device)
         generator.manual_seed(self.t.entropy(62))
-        load_perturbed(self.buffers, self.arg_sets[self.calls % len(self.arg_sets)], generator)
+        args = load_perturbed(self.buffers, self.arg_sets[self.calls % len(self.arg_sets)], generator)
         del generator
         self.calls += 1
+        return args
 
     def warm_up(self, n: int) -> float:
         """`n` (at least 1) untimed calls; returns the seconds per call they took."""
@@ -229,8 +161,7 @@ class Measurement:
         with torch.no_grad():
             t0 = t.perf_counter()
             for _ in range(max(1, n)):
-                self._load_next()
-                self.fn(*self.buffers)
+                self.fn(*self._load_next())
             if self.cuda:
                 t.synchronize()
             return (t.perf_counter() - t0) / max(1, n)
@@ -249,7 +180,7 @@ class Measurement:
         """`n` timed trials (ms), each on freshly perturbed inputs in buffers allocated for this block, with
         `checks` check calls (while any remain) among them; also appended to `times_ms`."""
         t, fn = self.t, self.fn
-        self.buffers = _fresh(self.arg_sets[0])  # new buffers per block: an address says little about the phase
+        self.buffers = fresh_buffers(self.arg_sets[0])  # new buffers per block: an address says little about the phase
         buffers = self.buffers
         placed = self.place_checks(n, checks)
         times: list[float] = []
@@ -263,20 +194,20 @@ class Measurement:
                 for i in range(n):
                     for j in placed.get(i, ()):
                         self._check(j)
-                    self._load_next()
+                    args = self._load_next()
                     if self.cuda:
                         self.flush.zero_()
                         t.synchronize()
                         start, end = t.event(enable_timing=True), t.event(enable_timing=True)
                         t.record(start)
-                        fn(*buffers)
+                        fn(*args)
                         t.synchronize()  # device-wide: side-stream work finishes inside the timed window
                         t.record(end)
                         t.event_sync(end)
                         times.append(t.elapsed(start, end))
                     else:
                         t1 = t.perf_counter()
-                        fn(*buffers)
+                        fn(*args)
                         times.append((t.perf_counter() - t1) * 1e3)
         finally:
             if collecting:
@@ -298,8 +229,7 @@ class Measurement:
         self.run_checks()
         with torch.no_grad():
             for i, s in enumerate(self.arg_sets):
-                load_scaled(self.buffers, s, 1.0)
-                out = self.fn(*self.buffers)
+                out = self.fn(*write_inputs(self.buffers, s))
                 if self.cuda:
                     self.t.synchronize()
                 self.emit(f"verify/{i}", out, self.buffers)

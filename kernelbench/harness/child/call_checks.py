@@ -1,0 +1,84 @@
+"""The one road of every candidate call: the op tracer and the kernel-call count active on each of them.
+
+DESIGN.md rule 8: a check holds on every call, or on calls no candidate can single out. The op policy used to
+be judged on one traced forward (the first correctness set): a candidate that recognised that call (its values
+repeated the first correctness call's, a dispatch mode was on the stack, the shape was the first
+configuration's) ran its kernel there and PyTorch everywhere else, and was judged `correct` under `strict`.
+Here every call the run child makes into the candidate (correctness calls of every input configuration, the
+Triton compile calls, warm-up, timed trials, hidden check calls, the verification round) goes through
+`CallChecks.call`: the tracer is entered around it and the kernel calls it made are counted, so the policy is
+judged on the union of every call's ops and on the call with the fewest kernel calls.
+
+Why: no call is special, so there is nothing to single out; the tracer being visible from inside the call (a
+dispatch mode on the stack) says nothing either, since it is there on every call.
+Covers: a PyTorch compute op on any one call of any configuration (`dynamic:torch_compute_op`), a call that ran
+no custom kernel (`dynamic:kernel_not_called`, both policies).
+Not covered: ATen reached around the dispatcher, or a candidate that turns Python dispatch off inside its
+call (`torch._C._DisableTorchDispatch`, a C++ guard): the static checks reject the spellings; the structural
+check of which code ran is the code sampler's.
+Cost: entering and leaving the mode, one Python frame per dispatched op (a strict candidate dispatches a few:
+allocation, views) and a set insertion per op; measured in tests/test_op_policy.py and docs/harness.md. The
+time is inside the timed window, so it counts against the candidate only, and only by a few microseconds.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+class CallTracer(TorchDispatchMode):
+    """Records the distinct ATen overloads dispatched while active, over any number of entries. A set of the
+    overload objects (not their names): a call that repeats one op many times pays a set lookup per op."""
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # see op_policy.OpTracer: nothing compiles under this mode, and dynamo's shim costs seconds to import
+        return False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: set[Any] = set()
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        self.seen.add(func)
+        return func(*args, **(kwargs or {}))
+
+
+class CallChecks:
+    """Every candidate call, traced and counted. `count` is `kernel_calls.count` (a running total)."""
+
+    def __init__(self, count: Callable[[], int], trace: bool = True):
+        self.tracer = CallTracer()
+        self.trace = trace
+        """False: kernel calls counted, no ops traced (the `partial` policy judges none)."""
+        self._count = count
+        self.calls = 0
+        self.fewest_kernel_calls = -1
+        """Kernel calls of the call that made the fewest (-1: no call yet)."""
+
+    def call(self, model: Any, args: Any) -> Any:
+        """`model(*args)` under the tracer; its kernel calls counted. The hook for anything else that must see
+        every candidate call."""
+        count, tracer = self._count, self.tracer
+        before = count()
+        if self.trace:
+            with tracer:
+                out = model(*args)
+        else:
+            out = model(*args)
+        made = count() - before
+        self.calls += 1
+        if self.fewest_kernel_calls < 0 or made < self.fewest_kernel_calls:
+            self.fewest_kernel_calls = made
+        return out
+
+    def bound(self, model: Any) -> Callable[..., Any]:
+        """`model` as a function of its arguments that goes through `call` (what timing calls)."""
+        call = self.call
+        return lambda *args: call(model, args)
+
+    def ops(self) -> list[str]:
+        """Names of every distinct overload dispatched in any call, sorted."""
+        return sorted(str(f) for f in self.tracer.seen)
