@@ -89,6 +89,8 @@ def test_missing_sampler_fails_closed(tmp_path):
         code_check.CodeCheck(EvalConfig(), str(tmp_path), {}).attach("")  # the child got no v2 cgroup
     with pytest.raises(code_check.CodeCheckUnavailable):  # a folder perf cannot open events on
         code_check.CodeCheck(EvalConfig(), str(tmp_path), {}).attach(str(tmp_path / "none"))
+    for allowing in (EvalConfig(allow_unsampled=True), EvalConfig(allow_missing_cgroups=True)):
+        code_check.CodeCheck(allowing, str(tmp_path), {}).attach("")  # a machine marked as without them
     check = code_check.CodeCheck(EvalConfig(allow_unsampled=True), str(tmp_path), {})
     check.attach("")
     refusal = protocol.TaskRefusal(rlimit=True, seccomp=True, refused=True, exec_memory=True)

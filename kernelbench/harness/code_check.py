@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 
-from kernelbench.harness import code_attribution, code_sampler, protocol, triton_kernels
+from kernelbench.harness import cgroups, code_attribution, code_sampler, protocol, triton_kernels
 from kernelbench.harness.config import EvalConfig
 
 UNSAMPLED = "unsampled"
@@ -54,6 +54,8 @@ class CodeCheck:
     def __init__(self, config: EvalConfig, ext_dir: str, manifest: dict[str, dict[str, str]], judged: bool = True):
         self.config, self.ext_dir, self.manifest, self.judged = config, ext_dir, manifest, judged
         self.unavailable = ""
+        self.allowed = config.allow_unsampled or cgroups.allow_missing(config.allow_missing_cgroups)
+        """Running without the check is allowed: `allow_unsampled`, or a machine marked as having no cgroups."""
         self.sampler: code_sampler.CodeSampler | None = None
         self.sampled: code_sampler.Sampled | None = None
 
@@ -66,7 +68,7 @@ class CodeCheck:
                                                     self.ext_dir.rstrip("/") + "/")
         except code_sampler.SamplerUnavailable as e:
             self.close()
-            if not self.config.allow_unsampled:
+            if not self.allowed:
                 raise CodeCheckUnavailable(f"the check of which code ran cannot run here: {e} "
                                            "(EvalConfig.allow_unsampled runs without it)") from e
             self.unavailable = str(e)
@@ -90,7 +92,7 @@ class CodeCheck:
             if lost > LOST_SHARE_MAX * max(kept, 1):
                 why = f"the sampler lost {lost} of {kept + lost} samples"
         if why:
-            if not self.config.allow_unsampled:
+            if not self.allowed:
                 raise CodeCheckUnavailable(f"the check of which code ran did not hold: {why}")
             return {UNSAMPLED: why}
         assert self.sampled is not None

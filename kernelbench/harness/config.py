@@ -81,7 +81,9 @@ class EvalConfig:
     allow_unsampled: bool = False
     """Judge CPU candidates even where the check of which code ran during their calls cannot run (no
     `perf_event_open` for the harness, no cgroup v2): the result carries the flag `unsampled`. Off by default:
-    without it a kernel that calls MKL found at run time is judged as the candidate's own (`code_check`)."""
+    without it a kernel that calls MKL found at run time is judged as the candidate's own (`code_check`).
+    A machine marked as having no cgroups (`allow_missing_cgroups`, `KERNEL_AGENT_ALLOW_MISSING_CGROUPS=1`)
+    has no child cgroup to sample either, so that mark allows this too: one setting for such machines."""
     build_cache_dir: str = ""
     """Where compiled extensions are cached by source hash; empty: `$KERNEL_AGENT_CACHE` or `~/.cache/kernel-agent/builds`."""
     static_checks: bool = True
