@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench.harness import build_cache, build_tree, builder, bwrap, pch, prebuild, sandbox, toolchain
+from kernelbench.harness import build_cache, build_flags, build_tree, builder, bwrap, pch, prebuild, sandbox, toolchain
 from kernelbench.harness.child import load_inline_hook
 from kernelbench.harness.child import prebuild as child_prebuild
 from kernelbench.harness.child import launch
@@ -129,8 +129,8 @@ def test_build_key_covers_the_build_code(tmp_path, monkeypatch):
     """Every file of the build logic is hashed into every entry's key: a change to any of them is a new key."""
     assert f"harness={build_cache.build_code_hash()}" in build_cache.toolchain_fingerprint("cpu")
     listed = {(build_cache.HARNESS_DIR / name).resolve() for name in build_cache.BUILD_CODE_MODULES}
-    assert {Path(m.__file__).resolve() for m in (build_cache, build_tree, builder, pch, toolchain, load_inline_hook,
-                                                  prebuild, child_prebuild)} == listed
+    assert {Path(m.__file__).resolve() for m in (build_cache, build_tree, builder, build_flags, pch, toolchain,
+                                                  load_inline_hook, prebuild, child_prebuild)} == listed
     base = build_cache.build_code_hash.__wrapped__()
     for name in build_cache.BUILD_CODE_MODULES:
         copy = tmp_path / name.replace("/", "_")
