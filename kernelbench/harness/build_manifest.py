@@ -41,9 +41,10 @@ class BuildRefused(RuntimeError):
     """A build or load in the run child that does not match what the compile stage built."""
 
 
-def _digest(path: str) -> str:
+def file_sha256(path: str) -> str:
+    """sha256 of a regular file, read without following a link or blocking on a FIFO swapped in for it."""
     h = hashlib.sha256()
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
         while chunk := os.read(fd, 1 << 20):
             h.update(chunk)
@@ -64,7 +65,7 @@ def _folder(path: str) -> dict[str, str]:
         if entry.name in UNTRACKED or entry.is_dir(follow_symlinks=False):
             continue
         try:
-            found[entry.name] = _digest(entry.path) if entry.is_file(follow_symlinks=False) else ""
+            found[entry.name] = file_sha256(entry.path) if entry.is_file(follow_symlinks=False) else ""
         except OSError:
             found[entry.name] = ""
     return found

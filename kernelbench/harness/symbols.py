@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from kernelbench.harness.build_manifest import file_sha256
 from kernelbench.harness.build_tree import BUILD_BOUNDS, TREE_TOO_LARGE, TreeTooLarge
 from kernelbench.harness.static_checks import Violation
 
@@ -227,17 +228,6 @@ def libraries(build_dir: str) -> list[str]:
     return sorted(found)
 
 
-def _digest(path: str) -> str:
-    h = hashlib.sha256()
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    try:
-        while chunk := os.read(fd, 1 << 20):
-            h.update(chunk)
-    finally:
-        os.close(fd)
-    return h.hexdigest()
-
-
 @lru_cache(maxsize=1)
 def _rules_digest() -> str:
     """What a verdict depends on besides the libraries: these rules, torch's operator list, nm's version."""
@@ -264,7 +254,7 @@ def check_build(build_dir: str, cache_dir: str = "") -> list[Violation]:
                                           f"{MAX_LIBRARIES} are judged)")]
     kept = None
     if cache_dir:
-        key = json.dumps([_rules_digest()] + [[os.path.relpath(lib, build_dir), _digest(lib)] for lib in libs])
+        key = json.dumps([_rules_digest()] + [[os.path.relpath(lib, build_dir), file_sha256(lib)] for lib in libs])
         kept = Path(cache_dir, "symbols", f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.json")
     if kept is not None and kept.is_file():
         return [Violation(flag, reason) for flag, reason in json.loads(kept.read_text())]
