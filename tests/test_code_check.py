@@ -19,7 +19,7 @@ from kernelbench.harness import build_manifest, cgroups, code_attribution, code_
 from kernelbench.harness.config import EvalConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-needs_perf = pytest.mark.skipif(os.geteuid() != 0 or not code_check.v2_root(),
+needs_perf = pytest.mark.skipif(os.geteuid() != 0 or not cgroups._mounts()[1],
                                 reason="cgroup-mode perf_event_open needs root and a cgroup v2 hierarchy")
 
 LOOP_C = "double spin(long n) { double s = 0; for (long i = 0; i < n; ++i) s += (double)i * 1e-9; return s; }\n"

@@ -15,7 +15,6 @@ result carries `unsampled` and the reason.
 from __future__ import annotations
 
 import logging
-import os
 
 from kernelbench.harness import cgroups, code_attribution, code_sampler, protocol, triton_kernels
 from kernelbench.harness.config import EvalConfig
@@ -24,7 +23,6 @@ UNSAMPLED = "unsampled"
 """Informational flag: the check of which code ran did not hold for this result (`allow_unsampled`)."""
 LOST_SHARE_MAX = 0.01
 """More lost samples than this share of those kept: the record of what ran has holes a call could hide in."""
-CGROUP_V2_ROOTS = ("/sys/fs/cgroup/unified", "/sys/fs/cgroup")
 log = logging.getLogger(__name__)
 
 
@@ -34,14 +32,6 @@ class CodeCheckUnavailable(RuntimeError):
 
 def applies(config: EvalConfig, src: str, profile: str = "") -> bool:
     return config.device == "cpu" and profile != "ncu" and not triton_kernels.interpreted(src, config.device)
-
-
-def v2_root() -> str:
-    """The cgroup v2 mount ("" when there is none)."""
-    for root in CGROUP_V2_ROOTS:
-        if os.path.exists(os.path.join(root, "cgroup.procs")) and os.path.exists(os.path.join(root, "cgroup.threads")):
-            return root
-    return ""
 
 
 class CodeCheck:

@@ -4,8 +4,9 @@ check of which code ran during them (`kernelbench.harness.code_attribution`).
 Why a wrapper: every judged, checked, verified and timed call goes through it, so the windows cover every call
 alike (DESIGN.md rule 8) and no harness work between calls (loading perturbed inputs with torch's own
 kernels) is counted as the candidate's. The clock is read through `time.monotonic_ns` captured at import,
-before any candidate code; the windows live in the child's memory as the trial times do, so forging them is
-forging the timing, which the parent's own clock and paired blocks bound (`paired.unaccounted`). The cost is
+before any candidate code; the windows live in the child's memory as the trial times do, so native code that
+edits that memory can rewrite them, and, being a list of their own, without changing the measured speed
+(the gap is stated in docs/harness.md, "Which code ran"). The cost is
 two clock reads and one list append per call (well under a microsecond), inside the timed window.
 """
 
