@@ -206,6 +206,9 @@ ATTACKS = [
     Attack("cpp_found_blas.py", task="linear", flags=("dynamic:library_compute",)),
     Attack("python_ctypes_blas.py", task="linear", static_flags=("static:forbidden_import",),
            flags=("dynamic:library_compute",)),
+    # The time inside allowed ops is charged to PyTorch: a kernel registered over aten::fill_ would run MKL there.
+    Attack("fill_override_blas.py", task="linear", static_flags=("static:dispatch_bypass",),
+           flags=("dynamic:harness_tampered",)),
     Attack("cpp_hang.py", statuses=(TIMEOUT,), overrides=HANG),
     Attack("python_sleep.py", static_flags=("static:forbidden_import",), statuses=(TIMEOUT,), overrides=HANG),
     Attack("cpp_segfault.py", statuses=(RUNTIME_ERROR,), feedback=("SIGSEGV",)),

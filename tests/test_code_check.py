@@ -82,6 +82,75 @@ def test_samples_are_attributed_to_the_objects_that_ran(tmp_path):
     assert other.candidate == 0 and other.foreign_share > 0.8, other.summary()
 
 
+OPS_WORKER = textwrap.dedent("""
+    import json, threading, time
+    import torch
+    from kernelbench.harness.child.call_checks import CallTracer
+    torch.set_num_threads(1)
+    big, a = torch.empty(1 << 22), torch.randn(256, 256)
+    tracer, stop = CallTracer(), threading.Event()
+
+    def other():
+        while not stop.is_set():
+            a @ a                               # another thread: not traced, no op window
+
+    t = threading.Thread(target=other)
+    t.start()
+    start = time.monotonic_ns()
+    with tracer:
+        while time.monotonic_ns() - start < 600_000_000:
+            big.fill_(1.0)                      # the calling thread inside an allowed op
+    end = time.monotonic_ns()
+    stop.set()
+    t.join()
+    time.sleep(0.3)
+    print(json.dumps({"window": [start, end], "ops": tracer.windows}))
+""")
+
+
+@needs_perf
+def test_allowed_op_time_is_charged_to_the_op_on_the_calling_thread_only(tmp_path):
+    """Samples of the traced thread inside a dispatched op are PyTorch's (`torch_op`); a matmul another thread
+    runs during the same windows stays foreign: the op windows are per thread, matched through the pid."""
+    check = code_check.CodeCheck(EvalConfig(), str(tmp_path), {})
+    cg = cgroups.create(4 << 30, 256)
+    try:
+        check.attach(cg.v2_dir)
+        argv = cg.shim_argv() + [sys.executable, "-c", OPS_WORKER]
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=True, cwd=REPO,
+                             env={**os.environ, "PYTHONPATH": REPO})
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        check.stop()
+        sampled = check.sampled
+        assert sampled is not None
+        shares = code_attribution.attribute(sampled, [tuple(got["window"])], str(tmp_path), {},
+                                            [tuple(w) for w in got["ops"]])
+        without = code_attribution.attribute(sampled, [tuple(got["window"])], str(tmp_path), {})
+    finally:
+        check.close()
+        cg.remove()
+    assert len(got["ops"]) > 10 and shares.in_calls >= code_attribution.MIN_SAMPLES
+    assert shares.torch_op / shares.in_calls > 0.2, shares.summary()
+    assert shares.foreign / shares.in_calls > 0.2 and shares.foreign_objects[0][0].startswith("libtorch_cpu"), \
+        shares.summary()
+    assert without.torch_op == 0 and without.foreign == shares.foreign + shares.torch_op, without.summary()
+    assert code_attribution.judge(shares, "strict")  # the other thread's matmul
+
+
+@pytest.mark.parametrize("candidate,torch_op,foreign,flagged", [
+    (60, 35, 5, False),   # a kernel that zero-fills and copies for layout
+    (15, 80, 5, True),    # most of the time inside allowed ops: more than a fill can honestly take
+    (80, 0, 20, True),    # foreign code alone
+    (95, 0, 5, False),
+])
+def test_time_outside_the_candidates_code_is_bounded(candidate, torch_op, foreign, flagged):
+    shares = code_attribution.CodeShares(in_calls=candidate + torch_op + foreign, candidate=candidate, runtime=0,
+                                         foreign=foreign, foreign_objects=(("libtorch_cpu.so", foreign),),
+                                         runtime_objects=(), lost_records=0, total_samples=100, torch_op=torch_op)
+    assert bool(code_attribution.judge(shares, "strict")) is flagged
+    assert not code_attribution.judge(shares, "partial")
+
+
 def test_missing_sampler_fails_closed(tmp_path):
     """No cgroup v2 (or no perf_event_open): the evaluation cannot run, unless `allow_unsampled`, where the
     result says the check did not hold."""

@@ -10,6 +10,13 @@ Classes (why each is where it is):
   Python interpreter (python, libpython) that runs `forward`'s Python; plus c10 (the allocator, TensorImpl,
   the dispatcher's core: no operator kernels) and torch's Python bindings (libtorch_python: argument parsing,
   `torch.empty` from Python), which every candidate's `forward` passes through to allocate its output.
+- torch_op: a sample in foreign code, on the thread that called the candidate (the run child's
+  main thread, matched through its pid inside the sandbox, `Sampled.inner_pids`), while that thread
+  was inside an ATen op the candidate dispatched (`RunResult.op_windows_ns`, from the op tracer): under
+  `strict` those are the ops the policy allows (a fill, a layout copy; any other op rejects), and their time
+  is PyTorch's own at the candidate's request. The dispatcher's tables of the allowed ops are checked against
+  their state before the candidate was imported (`call_checks.DispatchTables`), so no registered kernel runs
+  inside that time.
 - foreign: everything else: libtorch_cpu (ATen's kernels, MKL and oneDNN are linked into it), numpy's OpenBLAS,
   any other library, anonymous or unknown executable memory, and an address two snapshots disagree on.
 Covers: any route to a compute routine the candidate did not compile (import, dlsym, walking symbol tables,
@@ -37,6 +44,14 @@ FOREIGN_SHARE_MAX = 0.10
 outputs and making operands contiguous, allowed under `strict`); a call that hands its matmul to MKL, 72-83%.
 Over twice the honest worst leaves room for a solution that fills or copies more; a candidate below it gains
 at most a tenth of its time from foreign code."""
+OUTSIDE_SHARE_MAX = 0.60
+"""Most of the sampled time inside the candidate's calls that may run outside its code (foreign plus the allowed
+ATen ops, `torch_op`) under `strict`. The allowed ops' time is charged to PyTorch on trust in what ran inside them
+(the dispatcher's tables are checked; hooks that native code can install in torch, such as a replaced
+allocator or an op observer, are not): this bounds what such a hook could gain. A candidate whose calls spend
+most of their time in fills and layout copies is not a kernel; an honest ReLU that zero-fills its output
+measured 30 % (tests/test_builds.py's OpenMP candidate), a matmul run inside a registered fill 90 %
+(tests/adversarial/fill_override_blas.py)."""
 MARGIN_SIGMAS = 3.0
 """The foreign count must exceed `FOREIGN_SHARE_MAX` of the samples by this many standard deviations of a
 binomial count at that share: with 50 samples an honest 4% share would cross a bare 10% about once in 60
@@ -61,6 +76,8 @@ class CodeShares:
     """The same for the runtime objects."""
     lost_records: int
     total_samples: int
+    torch_op: int = 0
+    """Samples charged to an allowed ATen op the calling thread was inside (see the module docstring)."""
 
     @property
     def foreign_share(self) -> float:
@@ -69,7 +86,8 @@ class CodeShares:
     def summary(self) -> str:
         top = ", ".join(f"{name} {n}" for name, n in self.foreign_objects[:4])
         return (f"{self.foreign_share:.1%} of {self.in_calls} samples inside the candidate's calls ran in code it did "
-                f"not compile (candidate {self.candidate}, runtime {self.runtime}, foreign {self.foreign}: {top})")
+                f"not compile (candidate {self.candidate}, runtime {self.runtime}, torch ops {self.torch_op}, "
+                f"foreign {self.foreign}: {top})")
 
 
 def _regions(sampled: Sampled, since_ns: int) -> dict[int, tuple[list[int], list[tuple[int, int, str]]]]:
@@ -111,25 +129,40 @@ def candidate_file(path: str, ext_dir: str, manifest: dict[str, dict[str, str]])
     return manifest.get(folder or ".", {}).get(name, "")
 
 
+def _inside(starts: list[int], wins: list[tuple[int, int]], t: int) -> bool:
+    i = bisect.bisect_right(starts, t) - 1
+    return i >= 0 and t <= wins[i][1]
+
+
 def attribute(sampled: Sampled, windows_ns: list[tuple[int, int]], ext_dir: str,
-              manifest: dict[str, dict[str, str]]) -> CodeShares:
-    """Count the samples that fall inside any window, by the class of the object mapped at their address."""
+              manifest: dict[str, dict[str, str]],
+              op_windows_ns: list[tuple[int, int, int]] = ()) -> CodeShares:
+    """Count the samples that fall inside any call window, by the class of the object mapped at their address;
+    one outside the candidate's code, on a thread inside one of `op_windows_ns` (tid, start, end), is the op's."""
     wins = sorted((int(a), int(b)) for a, b in windows_ns if b >= a)
     starts = [w[0] for w in wins]
+    op_wins: dict[int, tuple[list[int], list[tuple[int, int]]]] = {}
+    for tid in {int(w[0]) for w in op_windows_ns}:
+        rows = sorted((int(a), int(b)) for t, a, b in op_windows_ns if int(t) == tid and b >= a)
+        op_wins[tid] = ([r[0] for r in rows], rows)
     regions = _regions(sampled, starts[0] if starts else 0)
     counts = collections.Counter()
-    by_object = {"foreign": collections.Counter(), "runtime": collections.Counter(), "candidate": collections.Counter()}
-    for pid, _tid, t, ip in sampled.samples:
-        i = bisect.bisect_right(starts, t) - 1
-        if i < 0 or t > wins[i][1]:
+    by_object = {k: collections.Counter() for k in ("foreign", "runtime", "candidate", "torch_op")}
+    for pid, tid, t, ip in sampled.samples:
+        if not _inside(starts, wins, t):
             continue
         row = _where(regions, pid, ip)
         kind, name = _classify(row, pid, sampled, ext_dir, manifest)
+        # the op windows carry the calling thread's id as the child sees it; a sample's is known for a main
+        # thread (host tid == pid), the only thread that calls the candidate
+        inner = sampled.inner_pids.get(pid, -1) if tid == pid else -1
+        if kind == "foreign" and inner in op_wins and _inside(*op_wins[inner], t):
+            kind = "torch_op"
         counts[kind] += 1
         by_object[kind][name] += 1
     return CodeShares(sum(counts.values()), counts["candidate"], counts["runtime"], counts["foreign"],
                       tuple(by_object["foreign"].most_common(8)), tuple(by_object["runtime"].most_common(8)),
-                      sampled.lost_records, len(sampled.samples))
+                      sampled.lost_records, len(sampled.samples), counts["torch_op"])
 
 
 def _classify(row: tuple[int, int, str] | None, pid: int, sampled: Sampled, ext_dir: str,
@@ -148,9 +181,20 @@ def _classify(row: tuple[int, int, str] | None, pid: int, sampled: Sampled, ext_
 
 
 def judge(shares: CodeShares, policy: str) -> dict[str, str]:
-    """`strict`: more than `FOREIGN_SHARE_MAX` of the samples inside the calls in foreign code (by
-    `MARGIN_SIGMAS`) is `dynamic:library_compute`. `partial` allows PyTorch compute beside the kernel: nothing to judge."""
-    n, t = shares.in_calls, FOREIGN_SHARE_MAX
-    if policy != "strict" or n < MIN_SAMPLES or shares.foreign <= t * n + MARGIN_SIGMAS * math.sqrt(n * t * (1 - t)):
+    """`strict`: more than `FOREIGN_SHARE_MAX` of the samples inside the calls in foreign code, or more than
+    `OUTSIDE_SHARE_MAX` in foreign code and allowed ATen ops together (each by `MARGIN_SIGMAS`), is
+    `dynamic:library_compute`. `partial` allows PyTorch compute beside the kernel: nothing to judge."""
+    n = shares.in_calls
+    if policy != "strict" or n < MIN_SAMPLES:
         return {}
-    return {FLAG: shares.summary()}
+    if _over(shares.foreign, n, FOREIGN_SHARE_MAX):
+        return {FLAG: shares.summary()}
+    if _over(shares.foreign + shares.torch_op, n, OUTSIDE_SHARE_MAX):
+        return {FLAG: f"{shares.summary()}; with the allowed PyTorch ops, over {OUTSIDE_SHARE_MAX:.0%} of the "
+                      "calls' time ran outside the candidate's code"}
+    return {}
+
+
+def _over(count: int, n: int, share: float) -> bool:
+    """`count` of `n` samples exceeds `share` by `MARGIN_SIGMAS` binomial standard deviations."""
+    return count > share * n + MARGIN_SIGMAS * math.sqrt(n * share * (1 - share))

@@ -86,7 +86,8 @@ class CodeCheck:
                 raise CodeCheckUnavailable(f"the check of which code ran did not hold: {why}")
             return {UNSAMPLED: why}
         assert self.sampled is not None
-        shares = code_attribution.attribute(self.sampled, list(res.call_windows_ns), self.ext_dir, self.manifest)
+        shares = code_attribution.attribute(self.sampled, list(res.call_windows_ns), self.ext_dir, self.manifest,
+                                               list(res.op_windows_ns))
         log.info("which code ran (%s): %s; runtime: %s", policy, shares.summary(), shares.runtime_objects)
         return code_attribution.judge(shares, policy)
 

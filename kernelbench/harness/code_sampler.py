@@ -26,7 +26,7 @@ import os
 import struct
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 PERF_TYPE_SOFTWARE, PERF_COUNT_SW_TASK_CLOCK = 1, 1
 PERF_SAMPLE_IP, PERF_SAMPLE_TID, PERF_SAMPLE_TIME = 1 << 0, 1 << 1, 1 << 2
@@ -87,6 +87,9 @@ class Sampled:
     period_ns: int
     digests: dict[tuple[int, int, int], str]
     """(pid, start, end) -> sha256 of the file behind each mapping under the sampler's `digest_under`."""
+    inner_pids: dict[int, int] = field(default_factory=dict)
+    """host pid -> the pid the process has inside its own (innermost) pid namespace, as the sandboxed child sees
+    itself (`NSpid` in /proc/<pid>/status); read with the first maps snapshot of each process."""
 
 
 def _perf_event_open(attr: _Attr, pid: int, cpu: int, flags: int) -> int:
@@ -118,6 +121,18 @@ def read_exec_maps(pid: int) -> tuple[tuple[int, int, str], ...]:
         lo, hi = parts[0].split("-")
         out.append((int(lo, 16), int(hi, 16), parts[5].strip() if len(parts) > 5 else ""))
     return tuple(out)
+
+
+def inner_pid(pid: int) -> int:
+    """`pid`'s number in its innermost pid namespace (itself where /proc shows no `NSpid`; -1 when gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError):
+        return -1
+    return pid
 
 
 class _Ring:
@@ -170,6 +185,7 @@ class CodeSampler:
         self._lost = [0]
         self._maps: list[MapsSnapshot] = []
         self._last: dict[int, int] = {}
+        self._inner: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         try:
@@ -227,6 +243,8 @@ class CodeSampler:
             regions = read_exec_maps(pid)
             if not regions:
                 continue
+            if pid not in self._inner:
+                self._inner[pid] = inner_pid(pid)
             self._digest_new(pid, regions)
             i = self._last.get(pid)
             if i is not None and self._maps[i].regions == regions:
@@ -259,7 +277,8 @@ class CodeSampler:
         for ring in self._rings:
             ring.drain(self._samples, self._lost)
         self.close()
-        return Sampled(tuple(self._samples), self._lost[0], tuple(self._maps), self.period_ns, dict(self._digests))
+        return Sampled(tuple(self._samples), self._lost[0], tuple(self._maps), self.period_ns, dict(self._digests),
+                       dict(self._inner))
 
     def close(self) -> None:
         for ring in self._rings:

@@ -336,6 +336,9 @@ class RunResult(Record):
     call_windows_ns: tuple[tuple[int, int], ...]
     """CLOCK_MONOTONIC (start, end) of every call of the candidate's model after `__init__`, in order
     (`child/call_windows.py`): where the parent looks for the code that ran (`code_attribution`)."""
+    op_windows_ns: tuple[tuple[int, int, int], ...] = ()
+    """(thread id, CLOCK_MONOTONIC start, end) of every ATen op the candidate's calls dispatched on the calling
+    thread (`call_checks.CallTracer`; empty when not traced): time `code_attribution` charges to PyTorch."""
 
 
 @dataclass(frozen=True)

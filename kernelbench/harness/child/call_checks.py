@@ -23,14 +23,30 @@ time is inside the timed window, so it counts against the candidate only, and on
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any, Callable
 
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from kernelbench.harness.child import op_policy
+
+_NOW, _TID = time.monotonic_ns, threading.get_native_id
 
 
 class CallTracer(TorchDispatchMode):
     """Records the distinct ATen overloads dispatched while active, over any number of entries. A set of the
-    overload objects (not their names): a call that repeats one op many times pays a set lookup per op."""
+    overload objects (not their names): a call that repeats one op many times pays a set lookup per op.
+
+    It also records each dispatched op's (thread id, CLOCK_MONOTONIC start, end) in `windows`: the time the
+    calling thread spent inside PyTorch's own kernels at the candidate's request. The check of which code ran
+    (`code_attribution`) charges samples there to the op, not to the candidate: under `strict` every op the
+    tracer saw is one the policy allows (any other rejects the candidate), and an allowed fill or layout copy
+    runs in libtorch_cpu like any compute would (an honest kernel's `torch::zeros_like` output measured 27-31 %
+    of the samples of a small ReLU). Ops that other threads dispatch are not traced (the mode is thread-local)
+    and get no window: their time stays the candidate's; nor does an op on a tensor subclass (`types` not
+    empty), whose `__torch_dispatch__` is the candidate's Python."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -40,10 +56,17 @@ class CallTracer(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.seen: set[Any] = set()
+        self.windows: list[tuple[int, int, int]] = []
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         self.seen.add(func)
-        return func(*args, **(kwargs or {}))
+        if types:  # a tensor subclass's own __torch_dispatch__ runs inside: the candidate's code, not torch's
+            return func(*args, **(kwargs or {}))
+        start = _NOW()
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            self.windows.append((_TID(), start, _NOW()))
 
 
 class CallChecks:
@@ -82,3 +105,28 @@ class CallChecks:
     def ops(self) -> list[str]:
         """Names of every distinct overload dispatched in any call, sorted."""
         return sorted(str(f) for f in self.tracer.seen)
+
+
+def allowed_op_names() -> list[str]:
+    """Every aten overload whose base name `op_policy` allows under `strict` (allocation, views, metadata,
+    copies): the ops whose time inside a call is charged to PyTorch rather than to the candidate."""
+    allowed = op_policy.ALLOC | op_policy.VIEW | op_policy.META | op_policy.COPY | {"fill_", "set_"}
+    return sorted(n for n in torch._C._dispatch_get_all_op_names()
+                  if n.startswith("aten::") and n[6:].split(".")[0] in allowed)
+
+
+class DispatchTables:
+    """The dispatcher's kernel table of every allowed op, captured before the candidate is imported; `changed()`
+    names the ops whose table differs now (a kernel registered over `aten::fill_` would run the candidate's code,
+    or a library's, inside time charged to PyTorch). Why not only the static rule on `TORCH_LIBRARY`: a rule on
+    spellings is a speed bump; this reads the dispatcher itself. Cost: about 3 ms per look (111 ops on
+    torch 2.13), once per phase."""
+
+    def __init__(self) -> None:
+        self._dump = torch._C._dispatch_dump_table  # captured: the candidate can rebind torch._C's attributes
+        self.names = allowed_op_names()
+        self.tables = {n: self._dump(n) for n in self.names}
+
+    def changed(self) -> list[str]:
+        dump = self._dump
+        return [f"the dispatcher's kernels for {n}" for n in self.names if dump(n) != self.tables[n]]

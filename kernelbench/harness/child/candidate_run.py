@@ -103,6 +103,7 @@ class RunState:
         self.ops: list[str] = []
         self.kernel_calls = -1
         self.call_windows_ns: list[tuple[int, int]] = []
+        self.op_windows_ns: list[tuple[int, int, int]] = []
 
 
 @dataclass(frozen=True)
@@ -181,10 +182,12 @@ def _install(job: protocol.RunJob, scratch: str, reporter: report.Reporter) -> t
     # here would be an import circle
     own = [kernel_calls, op_policy, call_checks, call_inputs, sys.modules[__name__], sys.modules["kernelbench.harness.child.worker"]]
     taken = snapshot.Snapshot(snapshot.harness_holders(own))
+    tables = call_checks.DispatchTables()  # the allowed ops' kernels, before any candidate code can register one
     audit, wrappers, active, count_threads = snapshot.audit, kernel_calls.wrappers_intact, threading.active_count, os_threads
+    dispatch_changed = tables.changed
 
     def checkpoint(phase: str) -> None:
-        audit(taken, state.found, phase, wrappers())
+        audit(taken, state.found, phase, wrappers() + dispatch_changed())
         state.threads_after = max(state.threads_after, active())
         state.os_threads_after = max(state.os_threads_after, count_threads())
 
@@ -291,6 +294,7 @@ def _verification(tools: Tools, job: protocol.RunJob, data: dict[str, Any], stat
     checked once more."""
     state.phase = "trace"
     state.ops = tools.checks.ops()
+    state.op_windows_ns = tools.checks.tracer.windows
     state.kernel_calls = tools.checks.fewest_kernel_calls
     tools.checkpoint("trace")
     state.found["timer_patched"] += [f"{name} (public)" for name in tools.timers_intact()]
@@ -319,4 +323,5 @@ def _result(state: RunState, traced: bool) -> protocol.RunResult:
         threads_after=state.threads_after, os_threads_before=state.os_threads_before,
         os_threads_after=state.os_threads_after, new_tasks_refused=state.new_tasks_refused,
         checks_installed=("kernel_calls", "op_policy") if traced else ("kernel_calls",), timing=state.timing,
-        timing_blocks=state.timing_blocks, call_windows_ns=tuple(state.call_windows_ns))
+        timing_blocks=state.timing_blocks, call_windows_ns=tuple(state.call_windows_ns),
+        op_windows_ns=tuple(state.op_windows_ns))
