@@ -87,7 +87,7 @@ OPS_WORKER = textwrap.dedent("""
     import torch
     from kernelbench.harness.child.call_checks import CallTracer
     torch.set_num_threads(1)
-    big, a = torch.empty(1 << 22), torch.randn(256, 256)
+    big, a = torch.empty(1 << 22), torch.randn(768, 768)  # long matmuls: that thread mostly inside MKL
     tracer, stop = CallTracer(), threading.Event()
 
     def other():
@@ -131,7 +131,7 @@ def test_allowed_op_time_is_charged_to_the_op_on_the_calling_thread_only(tmp_pat
         cg.remove()
     assert len(got["ops"]) > 10 and shares.in_calls >= code_attribution.MIN_SAMPLES
     assert shares.torch_op / shares.in_calls > 0.2, shares.summary()
-    assert shares.foreign / shares.in_calls > 0.2 and shares.foreign_objects[0][0].startswith("libtorch_cpu"), \
+    assert shares.foreign / shares.in_calls > 0.15 and shares.foreign_objects[0][0].startswith("libtorch_cpu"), \
         shares.summary()
     assert without.torch_op == 0 and without.foreign == shares.foreign + shares.torch_op, without.summary()
     assert code_attribution.judge(shares, "strict")  # the other thread's matmul

@@ -1,5 +1,5 @@
 """Attack: parallel work in another process. `__init__` (where processes may still start: load_inline runs
-ninja there) forks a helper into its own session that keeps a core two-thirds busy through the timed calls, standing for
+ninja there) forks a helper into its own session that keeps a core four-fifths busy through the timed calls, standing for
 a helper that does a share of each call's work over shared memory while the timed thread waits. The thread checks
 look at the run child's own threads, and paired timing's accounting read the busiest single thread, so work
 in a second process was never charged: the candidate used two cores where the reference had one.
@@ -181,14 +181,17 @@ ext = load_inline(name="adv_kernels", cpp_sources=[cpp_source],
 
 
 def _helper(parent: int) -> None:
-    """Busy two thirds of the time: less runnable time than the timed thread, so not the busiest thread."""
+    """Busy four fifths of the time: less runnable time than the timed thread, so not the busiest thread. Sleeps
+    of 1 ms: a paired block of the suite's ReLU lasts 1-3 ms, and a longer sleep (2 ms, as before) could cover
+    most of the blocks whole, leaving the helper unseen in the median block (it was missed so in a full-suite
+    run on the 2-core machine)."""
     os.setsid()
     end = time.time() + 600
     while os.getppid() == parent and time.time() < end:
         busy_until = time.perf_counter() + 0.004
         while time.perf_counter() < busy_until:
             pass
-        time.sleep(0.002)
+        time.sleep(0.001)
     os._exit(0)
 
 
