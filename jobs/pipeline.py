@@ -120,8 +120,12 @@ def prebuild(config: TrainConfig, task_ids: list[str], compact: bool, say=print)
             t = time.perf_counter()
             r = evaluate(task, code, cfg)  # the text parsing gives back, so RL samples hit this build
             found[f"{task_id}:{label}"] = {"status": r.status, "speedup": r.speedup, "score": r.score,
-                                           "runtime_ms": r.runtime_ms, "wall_s": time.perf_counter() - t}
-            say(f"prebuild {task_id} {label}: {r.status} speedup {r.speedup:.2f} ({time.perf_counter() - t:.0f} s)")
+                                           "runtime_ms": r.runtime_ms, "wall_s": time.perf_counter() - t,
+                                           "flags": list(r.flags), "feedback": r.feedback}
+            why = f" [{', '.join(r.flags)}]" if r.status != "correct" and r.flags else ""
+            say(f"prebuild {task_id} {label}: {r.status}{why} speedup {r.speedup:.2f} ({time.perf_counter() - t:.0f} s)")
+            if r.status != "correct":
+                say("  " + r.feedback.replace("\n", "\n  ")[:1500])
     return found
 
 

@@ -96,7 +96,10 @@ def write_pipeline_report(out: str, summary: dict[str, Any]) -> str:
     if built:
         lines += ["Reference answers through the harness (the choice RL has to learn):", "",
                   "| answer | status | speedup | score |", "|---|---|---|---|"]
-        lines += [f"| {k} | {v['status']} | {v['speedup']:.2f} | {v['score']:.2f} |" for k, v in built.items()]
+        lines += [f"| {k} | {v['status']}{' (' + ', '.join(v['flags']) + ')' if v.get('flags') else ''} "
+                  f"| {v['speedup']:.2f} | {v['score']:.2f} |" for k, v in built.items()]
+        lines += [""] + [f"{k}, {v['status']}:\n\n```\n{v.get('feedback', '')[:2000]}\n```\n"
+                         for k, v in built.items() if v["status"] != "correct" and v.get("feedback")]
         lines.append("")
     if records:
         _plot_curves(records, os.path.join(out, "reward.png"))
