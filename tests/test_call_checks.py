@@ -33,8 +33,8 @@ def test_every_call_of_a_measurement_writes_its_inputs_the_same_way():
     sets = [[torch.randn(8, 16)], [torch.randn(8, 16)]]
     m = timing.Measurement(rec, sets, "cpu", lambda *a: None, [(0, 5), (1, 6), (0, 7)])
     m.warm_up(3)
-    m.block(6, expected_checks=2)
-    m.block(6, expected_checks=1)
+    m.block(6, checks=2)
+    m.block(6, checks=1)
     m.verify()
     assert len(rec.seen) == 3 + 12 + 3 + 2
     assert len({s[2:] for s in rec.seen}) == 1

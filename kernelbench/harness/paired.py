@@ -9,8 +9,7 @@ ratios cancels every drift slower than a round: with `scripts/bench_harness.py` 
 to 4-11 % for that kernel and 1-3 % for a compute-bound one (docs/harness.md, "Measured").
 
 Protocol (one line per message over two pipes per child, `kernelbench.harness.child.timing.serve_blocks` is the child
-side): each child warms up and says `ready <ms per call>`; per round the parent sends `T n e` (n trials, e
-hidden check calls expected among them, the same for both) to one child,
+side): each child warms up and says `ready <ms per call>`; per round the parent sends `T n` to one child,
 waits for `done`, then to the other (the order alternates between rounds); `E` ends it. The reference is
 trusted; the candidate's answers are not: a wrong or missing answer ends the pairing (the candidate's
 verdict then comes from its exit), and the parent times every block itself, so the trial times the
@@ -30,7 +29,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from kernelbench.harness import protocol, sandbox
+from kernelbench.harness import sandbox
 from kernelbench.harness.sandbox_cpu import busiest_thread_s, sandbox_runnable_ns, schedstats, thread_times  # noqa: F401
 from kernelbench.harness.child.timing import MIN_TRIALS, Channel
 
@@ -149,10 +148,8 @@ FROZEN_FAILED = "the candidate's sandbox could not be frozen for the reference's
 
 
 def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_child: sandbox.RunningChild,
-               p: Plan, checks_per_block: float = 1.0) -> Pairing:
-    """Alternate blocks between the two ready children (reference first in even rounds); each candidate block
-    expects `checks_per_block` hidden check calls (`timing.Measurement.place_checks`), and so does each
-    reference block (the reference computes the checks' outputs the same way, so the untimed work matches)."""
+               p: Plan) -> Pairing:
+    """Alternate blocks between the two ready children (reference first in even rounds)."""
     walls: list[float] = []
     ref_walls: list[float] = []
     cand_run: list[float | None] = []
@@ -165,7 +162,7 @@ def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_ch
                 if not cand_child.freeze():  # a tree the kernel cannot stop would run beside the reference
                     cand_child.thaw()
                     return Pairing(r, tuple(walls), FROZEN_FAILED, tuple(ref_walls))
-                ok, wall, run, cpu = _block(ref, ref_child, p.trials_per_block, checks_per_block)
+                ok, wall, run, cpu = _block(ref, ref_child, p.trials_per_block)
                 ref_walls.append(wall)
                 ref_run.append(run)
                 ref_cpu.append(cpu)
@@ -173,7 +170,7 @@ def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_ch
                 if not ok:
                     return Pairing(r, tuple(walls), REFERENCE_STOPPED, tuple(ref_walls))
             else:
-                ok, wall, run, cpu = _block(cand, cand_child, p.trials_per_block, checks_per_block)
+                ok, wall, run, cpu = _block(cand, cand_child, p.trials_per_block)
                 if not ok:
                     return Pairing(r, tuple(walls), "the candidate stopped answering", tuple(ref_walls))
                 walls.append(wall)
@@ -187,14 +184,12 @@ def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_ch
                    reference_block_thread_cpu_s=_known([None if c is None else c[1] for c in ref_cpu]))
 
 
-def _block(pipes: Pipes, child: sandbox.RunningChild, trials: int,
-           checks: float = 0.0) -> tuple[bool, float, float | None, tuple | None]:
-    """One block of `trials` (with `checks` check calls expected among them) on one side: answered, its wall
-    time by the parent's clock, the busiest thread's runnable seconds, and (CPU seconds of the child's whole
-    cgroup, of its busiest thread) or None."""
+def _block(pipes: Pipes, child: sandbox.RunningChild, trials: int) -> tuple[bool, float, float | None, tuple | None]:
+    """One block of `trials` on one side: answered, its wall time by the parent's clock, the busiest thread's
+    runnable seconds, and (CPU seconds of the child's whole cgroup, of its busiest thread) or None."""
     s0, cpu0 = schedstats(child), child.cpu_ns()
     t0 = time.perf_counter()
-    ok = pipes.send(f"T {trials} {checks:.6f}") and pipes.receive(child.deadline) == "done"
+    ok = pipes.send(f"T {trials}") and pipes.receive(child.deadline) == "done"
     wall = time.perf_counter() - t0
     s1, cpu1 = schedstats(child), child.cpu_ns()
     runnable = busiest_thread_s(thread_times(s0, None), thread_times(s1, None))
@@ -268,8 +263,8 @@ def unaccounted(ref_blocks: object, ref_runnable_s: tuple[float, ...], cand_bloc
     parent's own delays in reading `done`, which a busy machine stretches on one side and not the other (the
     wall-clock form rejected an honest kernel at "1.852 ms of 6.968 ms" with the machine busy). An honest
     trial's wall time holds its own run-queue waits, so a candidate that reported only its CPU time is seen
-    too. The check calls in a block (as many expected on both sides: `checks` drawn in all, half of them
-    expected among the blocks, `protocol.CHECK_POOL_FACTOR`) count as that many median trials. Medians over blocks: a lie that moves the median of the round ratios has to be told in most blocks.
+    too. The check call in a block (one while any remain, `checks` in all, on both sides) counts as one median
+    trial. Medians over blocks: a lie that moves the median of the round ratios has to be told in most blocks.
     What it cannot see: a lie smaller than the untimed work's noise (docs/harness.md). Without kernel
     readings (`cand_runnable_s` or `ref_runnable_s` empty) the parent's wall times are compared instead."""
     n = min(len(cand_runnable_s), len(ref_runnable_s))
@@ -280,10 +275,8 @@ def unaccounted(ref_blocks: object, ref_runnable_s: tuple[float, ...], cand_bloc
     if cand_sums is None or cand_meds is None or ref_sums is None or ref_meds is None:
         return "malformed timing blocks"
 
-    per_block = checks / protocol.CHECK_POOL_FACTOR / n
-
     def gaps(runnable: tuple[float, ...], sums: list[float], meds: list[float]) -> list[float]:
-        return [w - s - per_block * m for w, s, m in zip(runnable, sums, meds)]
+        return [w - s - (m if i < checks else 0.0) for i, (w, s, m) in enumerate(zip(runnable, sums, meds))]
 
     cand_gap = statistics.median(gaps(cand_runnable_s, cand_sums, cand_meds))
     ref_gap = max(0.0, statistics.median(gaps(ref_runnable_s, ref_sums, ref_meds)))

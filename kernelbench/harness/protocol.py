@@ -111,11 +111,6 @@ class Record:
         return from_plain(cls, data)
 
 
-CHECK_POOL_FACTOR = 2
-"""Check calls drawn per evaluation, as a multiple of those expected among the trials (`children.timing_checks`; `timing.Measurement.place_checks` draws the count per block):
-the count per block is random (`Measurement.place_checks`), and the pool must rarely run dry (with 10 expected,
-a pool of 20 runs dry in about 2 runs in 1,000, and then only for the last trials)."""
-
 # --- jobs (parent -> child) --------------------------------------------------------------------------
 
 

@@ -20,8 +20,8 @@ generator seeded from the OS's entropy and dropped after the load. Positive fact
 so domains such as `log` and `sqrt` stay valid. Why element-wise: with one factor per call a timed input was
 a scalar multiple of a set the candidate had seen, and a task whose first stage is linear could cache that
 stage per set and scale it (111x "speedup", correct); a value-keyed cache never hits either (180x on a naive
-matmul before fresh values). Hidden check calls (`Measurement._check`) sit among the trials, each trial
-preceded by one with a fixed probability drawn independently (`Measurement.place_checks`); after the trials one untimed verification round runs every UNPERTURBED base set through the same
+matmul before fresh values). Hidden check calls (`Measurement._check`) sit among the trials, at least one per
+block; after the trials one untimed verification round runs every UNPERTURBED base set through the same
 buffers. Each check and verification call's output, and the buffers after it, go to the parent, which holds
 the reference's outputs and the inputs those calls must have left unchanged. The reference is timed by this
 same code (same procedure, same untimed work, its own draws), so the comparison stays fair.
@@ -30,7 +30,6 @@ same code (same procedure, same untimed work, its own draws), so the comparison 
 from __future__ import annotations
 
 import gc
-import math
 import os
 import random
 import select
@@ -41,7 +40,6 @@ from typing import Any, Callable, NamedTuple
 
 import torch
 
-from kernelbench.harness.protocol import CHECK_POOL_FACTOR
 from kernelbench.harness.child.call_inputs import (FACTOR_LEVELS, SCALE_RANGE, _factors, _levels, check_inputs,  # noqa: F401
                                                    fits, fresh_buffers, load_perturbed, load_scaled, perturbed,
                                                    write_inputs)
@@ -136,7 +134,7 @@ class Measurement:
         Why: a candidate that counts calls (or recognises the verification round) can skip its work on the
         timed calls and compute only where outputs are judged. A check call looks like any timed call (freshly
         perturbed values of a timing set, in the same buffers, at a position drawn from the OS's entropy among
-        the trials that run, `place_checks`), and the reference child computed the same call's output
+        the trials that run, at least one per block), and the reference child computed the same call's output
         beforehand, so skipping work on timed calls is caught whenever a check lands among them; the buffers
         after it show a kernel that writes its inputs during timing."""
         k, seed = self.checks[j]
@@ -168,40 +166,23 @@ class Measurement:
                 t.synchronize()
             return (t.perf_counter() - t0) / max(1, n)
 
-    def place_checks(self, n: int, expected: float) -> dict[int, list[int]]:
-        """Check calls among `n` trials: before each trial, one with probability `expected / n` (capped at 1),
-        independently of every other trial, while the pool lasts; positions drawn from the OS's entropy.
-
-        Why independent: a candidate can learn after the fact that a check has just run (its output is sent
-        to the parent before the next call, a gap in time between calls). With a fixed count per block (one, as
-        before) the calls after it were safe to skip until the block's end (new buffers mark the next block):
-        `tests/adversarial/skip_after_check.py`. Drawn per trial, a check just seen says nothing about the next
-        call. The pool is twice the expected count (`protocol.CHECK_POOL_FACTOR`), so it rarely runs dry before
-        the trials do; what is left runs in the verification round. The gaps between positions are geometric
-        (one draw per check, not per trial)."""
+    def place_checks(self, n: int, count: int) -> dict[int, list[int]]:
+        """The next `count` check calls, each before a trial index drawn from the OS's entropy in [0, n)."""
         placed: dict[int, list[int]] = {}
-        if n <= 0 or expected <= 0:
-            return placed
-        rate = min(1.0, expected / n)
         rng = random.SystemRandom()
-        i = -1
-        while self._next_check < len(self.checks):
-            # trials up to and including the next check: geometric with success probability `rate`
-            i += 1 if rate >= 1.0 else 1 + int(math.log(1.0 - rng.random()) / math.log(1.0 - rate))
-            if i >= n:
-                break
-            placed[i] = [self._next_check]
+        while count > 0 and self._next_check < len(self.checks):
+            placed.setdefault(rng.randrange(max(1, n)), []).append(self._next_check)
             self._next_check += 1
+            count -= 1
         return placed
 
-    def block(self, n: int, expected_checks: float = 1.0) -> list[float]:
+    def block(self, n: int, checks: int = 1) -> list[float]:
         """`n` timed trials (ms), each on freshly perturbed inputs in buffers allocated for this block, with
-        check calls placed among them (`place_checks`, `expected_checks` on average while the pool lasts);
-        also appended to `times_ms`."""
+        `checks` check calls (while any remain) among them; also appended to `times_ms`."""
         t, fn = self.t, self.fn
         self.buffers = fresh_buffers(self.arg_sets[0])  # new buffers per block: an address says little about the phase
         buffers = self.buffers
-        placed = self.place_checks(n, expected_checks)
+        placed = self.place_checks(n, checks)
         times: list[float] = []
         # No cyclic collection inside a block (as `timeit` does): a pass over a process with torch loaded takes
         # milliseconds, would land in a random trial, and, outside the trials, in the untimed time that
@@ -276,7 +257,7 @@ def measure(fn: Callable[..., Any], arg_sets: list[list[Any]], device: str, warm
     """
     m = Measurement(fn, arg_sets, device, emit, checks)
     per_call_s = m.warm_up(warmup)
-    m.block(trial_count(trials, floor, budget_s, per_call_s), expected_checks=len(m.checks) / CHECK_POOL_FACTOR)
+    m.block(trial_count(trials, floor, budget_s, per_call_s), checks=len(m.checks))
     m.verify()
     return stats(m.times_ms, warmup)
 
@@ -333,26 +314,17 @@ def await_inputs(channel: Channel) -> None:
 
 
 def serve_blocks(m: Measurement, warmup: int, channel: Channel) -> list[list[float]]:
-    """Paired timing, child side: warm up, say `ready <ms per call>`, then time `n` trials (`e` check calls
-    expected among them, `Measurement.place_checks`) on each `T n e` and answer `done`, until `E`. Returns the
-    blocks' times (ms)."""
+    """Paired timing, child side: warm up, say `ready <ms per call>`, then time `n` trials (one check call among
+    them while any remain) on each `T n` and answer `done`, until `E`. Returns the blocks' times (ms)."""
     per_call_ms = 1e3 * m.warm_up(warmup)
     channel.send(f"ready {per_call_ms:.6f}")
     blocks: list[list[float]] = []
     while True:
         line = channel.receive()
-        parts = line.split(" ")
-        if len(parts) == 3 and parts[0] == "T" and parts[1].isdigit() and _is_rate(parts[2]):
-            blocks.append(m.block(int(parts[1]), float(parts[2])))
+        if line.startswith("T ") and line[2:].isdigit():
+            blocks.append(m.block(int(line[2:])))
             channel.send("done")
         elif line == "E":
             return blocks
         else:
             raise RuntimeError(f"paired timing: unexpected command {line[:20]!r}")
-
-
-def _is_rate(text: str) -> bool:
-    try:
-        return 0.0 <= float(text) < 1e6
-    except ValueError:
-        return False
