@@ -214,6 +214,37 @@ def test_reusing_evaluator_evaluates_each_distinct_text_once():
     assert (ev.submitted, ev.reused) == (5, 2)
 
 
+def test_reusing_evaluator_measures_again_after_a_rejection_on_timing_noise():
+    """An identical text whose verdict was `rejected` on timing-noise flags alone is measured again (and its new
+    verdict shared from then on); a rejection with any other flag is reused as any verdict is."""
+    from concurrent.futures import Future
+
+    from kernelbench.harness.result import EvalResult
+    from kernelbench.tasks.task import Task
+    from train.rollout import ReusingEvaluator
+
+    verdicts = {"noisy": [EvalResult(status="rejected", flags=("timing_inconsistent",)), EvalResult(status="correct")],
+                "cheat": [EvalResult(status="rejected", flags=("timing_inconsistent", "dynamic:torch_compute_op")),
+                          EvalResult(status="correct")]}
+
+    class Scripted:
+        def __init__(self):
+            self.calls = []
+
+        def submit(self, task, src):
+            self.calls.append(src)
+            f = Future()
+            f.set_result(verdicts[src][self.calls.count(src) - 1])
+            return f
+
+    inner = Scripted()
+    ev = ReusingEvaluator(inner)
+    t = Task(id="L1/a", level=1, name="a", origin="builtin", source="x")
+    got = [ev.submit(t, s).result().status for s in ("noisy", "noisy", "noisy", "cheat", "cheat")]
+    assert got == ["rejected", "correct", "correct", "rejected", "rejected"]
+    assert inner.calls == ["noisy", "noisy", "cheat"] and (ev.reused, ev.remeasured) == (2, 1)
+
+
 @pytest.mark.slow
 def test_two_step_run_with_the_real_harness(tmp_path, build_cache_dir):
     """Two steps of the cpu-tiny recipe through the real harness and a freshly built tiny policy."""

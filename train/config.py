@@ -215,7 +215,8 @@ class TrainConfig:
     verdict. Off by default (every sample is measured afresh). On for cpu-tiny, whose memorised policy
     resamples the same two texts per task: on 2 shared cores one run stage (sandboxed child, reference,
     correctness and timing trials) costs seconds, and measuring an identical text again only redraws
-    timing noise. The first evaluation of each text is complete (correctness, policy checks, timing)."""
+    timing noise. The first evaluation of each text is complete (correctness, policy checks, timing). A text
+    rejected on timing noise alone (`train/rollout.NOISY_FLAGS`) is measured again when it comes back."""
     checkpoint_every: int = 10
     """Save a resumable checkpoint (TRL's: model, optimizer, scheduler, RNG, trainer state) every N steps and
     at the end, under `checkpoints/checkpoint-K` (K counts optimizer steps: step × grad_steps_per_batch)."""

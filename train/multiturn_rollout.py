@@ -117,7 +117,8 @@ class MultiTurnRollout:
                               s.finish_reason, s.response, repetition_rate(s.completion_ids)) for s in samples],
                  "groups": [[s.reward for s in grp if s.reward is not None] for grp in groups],
                  "best": [t.best_score for t in trajs], "wall_s": wall_s, "gen_s": gen_s,
-                 "reused": getattr(evaluator, "reused", 0), "submitted": getattr(evaluator, "submitted", 0)}
+                 "reused": getattr(evaluator, "reused", 0), "submitted": getattr(evaluator, "submitted", 0),
+                 "remeasured": getattr(evaluator, "remeasured", 0)}
         every = gather_object([local]) if trainer.accelerator.num_processes > 1 else [local]
         rows = [r for part in every for r in part["samples"]]
         if not self.openings:
@@ -140,6 +141,7 @@ class MultiTurnRollout:
         submitted = sum(p["submitted"] for p in every)
         if submitted:
             metrics["perf/reused_evaluations_share"] = sum(p["reused"] for p in every) / submitted
+            metrics["perf/remeasured_evaluations"] = float(sum(p["remeasured"] for p in every))
         for k, v in metrics.items():
             trainer._metrics["train"][k].append(float(v))
 

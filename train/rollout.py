@@ -52,9 +52,24 @@ class HarnessRollout:
         return runner.run(Job(task=t, traj_id=f"{k}/{i}") for k, t in enumerate(tasks) for i in range(self.trajectories))
 
 
+NOISY_FLAGS = frozenset({"timing_inconsistent", "dynamic:parallel_work"})
+"""Flags judged from timing measurements a loaded machine can disturb (`paired.unaccounted`,
+`paired.parallel_work`). A verdict resting on them alone is not reused for an identical later text: one such
+false rejection of an honest kernel (the cpu-tiny demo's fast answer, under the trainer's load) was served as
+the reward of every later sample of it, and the run never learned the faster kernel."""
+
+
+def _noisy(result: Any) -> bool:
+    """A rejection whose every flag is a timing-noise one (`NOISY_FLAGS`)."""
+    flags = set(getattr(result, "flags", ()) or ())
+    return getattr(result, "status", "") == "rejected" and bool(flags) and flags <= NOISY_FLAGS
+
+
 class ReusingEvaluator:
     """Wraps an evaluator: the first submission of a (task, candidate text) is evaluated, identical later
-    ones share its Future (see `TrainConfig.reuse_identical_results`). Counts what it reused."""
+    ones share its Future (see `TrainConfig.reuse_identical_results`), except after a rejection on timing
+    noise alone (`NOISY_FLAGS`): that text is measured again and the new verdict is the one shared from then
+    on. Counts what it reused and what it measured again."""
 
     def __init__(self, inner: Any):
         self.inner = inner
@@ -63,6 +78,7 @@ class ReusingEvaluator:
         self._lock = threading.Lock()
         self.submitted = 0
         self.reused = 0
+        self.remeasured = 0
 
     def submit(self, task: Task, src: str) -> Future:
         """A new Future per call (callers key their bookkeeping by Future), resolved from the shared one."""
@@ -70,8 +86,10 @@ class ReusingEvaluator:
         with self._lock:
             self.submitted += 1
             shared = self._seen.get(key)
-            if shared is None:
+            again = shared is not None and shared.done() and shared.exception() is None and _noisy(shared.result())
+            if shared is None or again:
                 shared = self._seen[key] = self.inner.submit(task, src)
+                self.remeasured += again
             else:
                 self.reused += 1
         mine: Future = Future()
