@@ -113,3 +113,29 @@ def test_tracing_a_strict_call_costs_microseconds():
         plain = per_call_s(lambda: strict_like(x))
         traced = per_call_s(lambda: checks.call(strict_like, (x,)))
     assert traced - plain < 300e-6, f"tracing costs {1e6 * (traced - plain):.0f} us per call"
+
+
+def test_op_windows_are_per_thread_bounded_and_skip_subclasses():
+    """`CallTracer.windows`: one (thread id, start, end) per op dispatched on the calling thread, none for an op on
+    a tensor subclass (its `__torch_dispatch__` is candidate code), none past `MAX_OP_WINDOWS`."""
+    import threading
+
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    from kernelbench.harness.child.call_checks import CallTracer
+
+    tracer = CallTracer()
+    tracer.MAX_OP_WINDOWS = 6
+    with tracer:
+        x = torch.empty(64)
+        x.fill_(1.0)
+        pair = TwoTensor(torch.ones(2), torch.ones(2))
+        before = len(tracer.windows)
+        pair.fill_(0.0)
+        assert len(tracer.windows) == before  # the subclass's op: no window
+    assert before == 4 and all(t == threading.get_native_id() and a <= b for t, a, b in tracer.windows)
+    assert "aten.fill_.Scalar" in {str(f) for f in tracer.seen}
+    with tracer:
+        for _ in range(10):
+            x.fill_(2.0)
+    assert len(tracer.windows) == 6

@@ -46,7 +46,12 @@ class CallTracer(TorchDispatchMode):
     runs in libtorch_cpu like any compute would (an honest kernel's `torch::zeros_like` output measured 27-31 %
     of the samples of a small ReLU). Ops that other threads dispatch are not traced (the mode is thread-local)
     and get no window: their time stays the candidate's; nor does an op on a tensor subclass (`types` not
-    empty), whose `__torch_dispatch__` is the candidate's Python."""
+    empty), whose `__torch_dispatch__` is the candidate's Python. At most `MAX_OP_WINDOWS` are kept (they travel
+    in the report, whose size is bounded): ops past that get none, so their time stays the candidate's."""
+
+    MAX_OP_WINDOWS = 200_000
+    """About 8 MB in the report; a strict call dispatches a few ops, so only a candidate making thousands of
+    views or copies per call over a long run reaches it."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -60,7 +65,7 @@ class CallTracer(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         self.seen.add(func)
-        if types:  # a tensor subclass's own __torch_dispatch__ runs inside: the candidate's code, not torch's
+        if types or len(self.windows) >= self.MAX_OP_WINDOWS:  # a subclass's __torch_dispatch__ is the candidate's
             return func(*args, **(kwargs or {}))
         start = _NOW()
         try:
