@@ -199,9 +199,12 @@ ATTACKS = [
            any_flag=("dynamic:torch_compute_op", "dynamic:kernel_not_called")),
     # Timed inputs perturbed element by element from their own sets: a scaled first stage never matches.
     Attack("linear_stage_cache.py", task="linear", statuses=(CORRECT,), max_speedup=1.0),
-    # 100 planned trials, the warm-up making room for a handful: checks among the trials that run, one per block.
+    # 100 planned trials, the warm-up making room for a handful: checks at a rate over the trials that run.
     Attack("slow_warmup_skip.py", statuses=(INCORRECT,), feedback=("during timing",), overrides=dict(timing_trials=100)),
     Attack("inplace_timing.py", statuses=(INCORRECT,), feedback=("modified in place",)),
+    # A check seen (the gap while its output leaves) says nothing about the next call: positions drawn per trial.
+    Attack("skip_after_check.py", static_flags=("static:forbidden_import",), statuses=(INCORRECT,),
+           feedback=("during timing",), overrides=dict(timing_trials=100, timing_checks=30)),
     # MKL's sgemm_ found through dl_iterate_phdr and libtorch_cpu's symbol table: judged by which code ran.
     Attack("cpp_found_blas.py", task="linear", flags=("dynamic:library_compute",)),
     Attack("python_ctypes_blas.py", task="linear", static_flags=("static:forbidden_import",),

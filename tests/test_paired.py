@@ -56,29 +56,30 @@ def test_overruns_bound_reported_times_by_the_parents_clock():
 def test_unaccounted_runnable_time_catches_times_reported_too_low():
     # each block: 10 trials of 1 ms; each sandbox was runnable 12 ms (2 ms of untimed input loading)
     ref, ref_run = [[1.0] * 10] * 6, (0.012,) * 6
-    assert paired.unaccounted(ref, ref_run, [[1.0] * 10] * 6, (0.012,) * 6, 0) == ""
-    assert paired.unaccounted(ref, ref_run, [[1.2] * 10] * 6, (0.0145,) * 6, 0) == ""  # a slower honest kernel
+    assert paired.unaccounted(ref, ref_run, [[1.0] * 10] * 6, (0.012,) * 6, ()) == ""
+    assert paired.unaccounted(ref, ref_run, [[1.2] * 10] * 6, (0.0145,) * 6, ()) == ""  # a slower honest kernel
     # one check call per block on both sides counts as one median trial
-    assert paired.unaccounted(ref, (0.013,) * 6, [[1.2] * 10] * 6, (0.0157,) * 6, 6) == ""
+    assert paired.unaccounted(ref, (0.013,) * 6, [[1.2] * 10] * 6, (0.0157,) * 6, (1,) * 6) == ""
+    assert paired.unaccounted(ref, (0.013,) * 6, [[1.2] * 10] * 6, (0.0205,) * 6, (1,) * 6)
     # a busy machine: an honest trial's wall time holds its run-queue waits, so both sides stay consistent
-    assert paired.unaccounted(ref, ref_run, [[2.5] * 10] * 6, (0.030,) * 6, 0) == ""
+    assert paired.unaccounted(ref, ref_run, [[2.5] * 10] * 6, (0.030,) * 6, ()) == ""
     # the candidate claims 0.1 ms per trial but its sandbox was runnable as long as for honest 1 ms trials
-    lie = paired.unaccounted(ref, ref_run, [[0.1] * 10] * 6, (0.012,) * 6, 0)
+    lie = paired.unaccounted(ref, ref_run, [[0.1] * 10] * 6, (0.012,) * 6, ())
     assert "account for 1.000 ms of the 12.000 ms its sandbox was running or ready to run" in lie
     # under load, reporting CPU time only (1 ms trials that waited 1.5 ms each for a core) is seen too
-    assert paired.unaccounted(ref, ref_run, [[1.0] * 10] * 6, (0.030,) * 6, 0)
+    assert paired.unaccounted(ref, ref_run, [[1.0] * 10] * 6, (0.030,) * 6, ())
     # one block with 30 ms more: the median over blocks ignores it
-    assert paired.unaccounted(ref, ref_run, [[1.0] * 10] * 6, (0.042,) + (0.012,) * 5, 0) == ""
-    assert paired.unaccounted(ref, ref_run, [["x"]] * 6, (0.012,) * 6, 0) == "malformed timing blocks"
-    assert paired.unaccounted(ref, ref_run, [[1.0]] * 2, (0.012,) * 6, 0) == "malformed timing blocks"
+    assert paired.unaccounted(ref, ref_run, [[1.0] * 10] * 6, (0.042,) + (0.012,) * 5, ()) == ""
+    assert paired.unaccounted(ref, ref_run, [["x"]] * 6, (0.012,) * 6, ()) == "malformed timing blocks"
+    assert paired.unaccounted(ref, ref_run, [[1.0]] * 2, (0.012,) * 6, ()) == "malformed timing blocks"
 
 
 def test_unaccounted_wall_time_when_the_kernel_gives_no_readings():
     # each block: 10 trials of 1 ms in 12 ms of wall time (2 ms of untimed input loading) on both sides
     ref, walls = [[1.0] * 10] * 6, (0.012,) * 6
-    assert paired.unaccounted(ref, (), [[1.0] * 10] * 6, (), 0, walls, (0.012,) * 6) == ""
+    assert paired.unaccounted(ref, (), [[1.0] * 10] * 6, (), (), walls, (0.012,) * 6) == ""
     assert paired.unaccounted_wall(ref, walls, [[1.2] * 10] * 6, (0.0145,) * 6) == ""
-    lie = paired.unaccounted(ref, (), [[0.1] * 10] * 6, (), 0, walls, (0.012,) * 6)
+    lie = paired.unaccounted(ref, (), [[0.1] * 10] * 6, (), (), walls, (0.012,) * 6)
     assert "account for 1.000 ms of the 12.000 ms" in lie
     assert paired.unaccounted_wall(ref, walls, [[1.0] * 10] * 6, (0.042,) + (0.012,) * 5) == ""
     assert paired.unaccounted_wall(ref, walls, [["x"]] * 6, (0.012,) * 6) == "malformed timing blocks"
@@ -123,6 +124,15 @@ def test_parallel_work_is_cpu_beside_the_busiest_thread():
     busy_ref = replace(helper, reference_block_cpu_s=(0.009,) * 3, reference_block_thread_cpu_s=(0.005,) * 3)
     assert paired.parallel_work(busy_ref, 1) == ""  # the reference's own tasks did as much
     assert paired.parallel_work(replace(helper, candidate_block_cpu_s=()), 1) == ""  # no cgroup: nothing read
+
+
+def test_tasks_cpu_counts_every_task_between_two_readings():
+    """`paired.tasks_cpu_s`: each task's run time between the readings, a task first seen in the second from
+    zero (it started in between); a task gone by the second reading is the cgroup counter's to count."""
+    before = {(0, 1): 100, (0, 2): 50, (0, 4): 10}
+    after = {(0, 1): 300, (0, 2): 50, (0, 3): 40}
+    assert paired.tasks_cpu_s(before, after) == 240 / 1e9
+    assert paired.tasks_cpu_s(None, after) == 0.0
 
 
 def test_paired_speedup_is_the_median_of_round_ratios():
@@ -194,18 +204,20 @@ def test_speedup_against_torch_compile_scales_the_paired_speedup(relu):
 
 def test_hidden_checks_run_among_the_trials_on_the_given_seeds():
     """timing.Measurement: each check is one untimed call on timing set k perturbed element by element by the
-    check's seed, at least one per block among the trials that run (left-over ones in the verification round);
-    `emit` gets each check and verification call's output and the buffers after it."""
+    check's seed, among the trials that run or, left over, in the verification round;
+    `emit` gets each check and verification call's output and the buffers after it: for the checks among the
+    trials, copies taken when the call returned, sent after the block (`send_held`)."""
     import torch
 
     from kernelbench.harness.child import timing
 
     seen: list[torch.Tensor] = []
     emitted: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+    reused = torch.empty(64)
 
-    def fn(x):
+    def fn(x):  # one output tensor for every call (an honest kernel may reuse its output)
         seen.append(x.clone())
-        return x * 2
+        return reused.copy_(x * 2)
 
     def emit(label, out, buffers):
         emitted[label] = (out.clone(), buffers[0].clone())
@@ -215,8 +227,11 @@ def test_hidden_checks_run_among_the_trials_on_the_given_seeds():
     m = timing.Measurement(fn, sets, "cpu", emit, checks)
     m.warm_up(2)
     m.block(4)
-    assert "check/0" in emitted and "check/1" not in emitted  # one per block
     m.block(4)
+    held = len(m.held)  # the checks among the trials are held (copies) until sent after the block
+    assert held == len(m.checks_done) and not emitted
+    m.send_held()
+    assert len(emitted) == held and not m.held
     m.verify()
     assert len(seen) == 2 + 8 + 3 + 2 and len(m.times_ms) == 8
     for j, (k, seed) in enumerate(checks):
@@ -257,8 +272,9 @@ def test_loading_into_the_buffer_gives_the_numbers_of_the_general_form():
 
 
 def test_trial_count_has_a_floor_and_checks_land_among_the_trials_run():
-    """A slow warm-up (the candidate's own) shrinks the count only to the floor, and every check runs in the
-    trials' block, before the verification round."""
+    """A slow warm-up (the candidate's own) shrinks the count only to the floor, and the checks' rate follows
+    the trials that run: as many are expected among them as asked (here one before every trial), the rest of
+    the pool in the verification round."""
     import torch
 
     from kernelbench.harness.child import timing
@@ -287,15 +303,45 @@ def test_trial_count_has_a_floor_and_checks_land_among_the_trials_run():
             return real_block(self, n, checks)
         finally:
             state["phase"] = "after"
+            state["held"] = [label for label, _, _ in self.held]
 
     timing.Measurement.block = block
     try:
-        st = timing.measure(fn, [[torch.ones(8)]], "cpu", 1, 100, 0.1, emit, [(0, 1), (0, 2), (0, 3)], floor=10)
+        pool = [(0, seed) for seed in range(20)]  # 10 expected: as many as the trials that run, not the 100 planned
+        st = timing.measure(fn, [[torch.ones(8)]], "cpu", 1, 100, 0.1, emit, pool, floor=10)
     finally:
         timing.Measurement.block = real_block
     assert st.trials == 10
-    assert [p for label, p in emitted if label.startswith("check/")] == ["trials"] * 3
+    assert state["held"] == [f"check/{j}" for j in range(10)]  # made among the trials, sent after them
+    assert [label for label, _ in emitted if label.startswith("check/")] == [f"check/{j}" for j in range(20)]
 
+
+def test_check_positions_are_independent_of_each_other():
+    """`paired.draw_checks` draws each round's count (Binomial(n, 1/n) at the defaults, the same for both
+    children) and `Measurement.place_checks` puts that many at uniformly drawn positions: together an
+    independent draw before each trial, so neither a check just seen nor the count so far says anything about
+    the next call (tests/adversarial/skip_after_check.py skipped the rest of a block after its one check)."""
+    import torch
+
+    from kernelbench.harness.child import timing
+
+    blocks, n = 3000, 10
+    counts = paired.draw_checks(blocks, n, 2 * blocks)  # a pool of twice the rounds: one expected per block
+    assert sum(counts) <= 2 * blocks and paired.draw_checks(5, n, 0) == [0] * 5
+    m = timing.Measurement(lambda x: x, [[torch.ones(4)]], "cpu", lambda *a: None, [(0, s) for s in range(blocks * n)])
+    after_check, after_other = [0, 0], [0, 0]
+    for c in counts:
+        placed = m.place_checks(n, c)
+        assert len(placed) == c and all(len(v) == 1 and 0 <= i < n for i, v in placed.items())
+        for i in range(n - 1):
+            tally = after_check if i in placed else after_other
+            tally[0] += 1
+            tally[1] += (i + 1) in placed
+    share = {k: counts.count(k) / blocks for k in range(4)}
+    # Binomial(10, 0.1): 0.349, 0.387, 0.194, 0.057
+    assert abs(share[0] - 0.349) < 0.04 and abs(share[1] - 0.387) < 0.04 and abs(share[2] - 0.194) < 0.03
+    assert abs(after_check[1] / after_check[0] - 0.1) < 0.025 and abs(after_other[1] / after_other[0] - 0.1) < 0.015
+    assert m.place_checks(5, 0) == {} and sorted(m.place_checks(5, 9)) == [0, 1, 2, 3, 4]  # at most one per trial
 
 def test_buffers_are_new_in_every_block():
     import torch

@@ -34,13 +34,15 @@ def setup(config: EvalConfig, seeds: Seeds, profile: str = "") -> protocol.Setup
 
 
 def timing_checks(config: EvalConfig, seeds: Seeds) -> tuple[tuple[int, int], ...]:
-    """(timing set, seed) of each hidden check call among the timed trials (timing.Measurement._check): at least
-    one per paired block. Derived from this evaluation's secret seeds, so the reference and run jobs agree and
+    """(timing set, seed) of each hidden check call among the timed trials (timing.Measurement._check): a pool of
+    `protocol.CHECK_POOL_FACTOR` times the count expected among the trials (one per paired block on average), since
+    the count per block is random (`paired.draw_checks`, `Measurement.place_checks`); those left over run in the verification round,
+    so the reference computes every one and the parent compares every one. Derived from this evaluation's secret seeds, so the reference and run jobs agree and
     nothing the candidate sees before the run predicts them; the seeds give element-wise factors in the timing
     range (`timing.check_inputs`), so a check looks like a trial."""
     if config.timing_checks <= 0:
         return ()
-    count = max(config.timing_checks, config.timing_rounds if paired(config) else 0)
+    count = protocol.CHECK_POOL_FACTOR * max(config.timing_checks, config.timing_rounds if paired(config) else 0)
     sets = max(1, len(seeds.timing_seeds))
     rng = random.Random(f"timing checks {seeds.init_seed} {list(seeds.timing_seeds)}")  # str seeds: SHA-512
     return tuple((j % sets, rng.getrandbits(62)) for j in range(count))

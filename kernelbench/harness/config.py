@@ -41,10 +41,14 @@ class EvalConfig:
     of percent within a second, so two medians taken seconds apart disagree; interleaving cancels drift
     slower than a round. 0: time them one after the other (always so on CUDA, where timings are steady)."""
     timing_checks: int = 4
-    """Untimed calls hidden among the timed trials at random positions, on timing inputs perturbed by secret
-    seeds, whose outputs the reference computed: a candidate that skips its work on the calls it guesses are
-    timed is judged incorrect when a check lands among them (`timing.Measurement._check`). Paired timing makes
-    at least one per block (so `max(timing_checks, timing_rounds)` in all). 0: none."""
+    """Untimed calls hidden among the timed trials, on timing inputs perturbed by secret seeds, whose outputs the
+    reference computed: a candidate that skips its work on the calls it guesses are timed is judged incorrect
+    when a check lands among them (`timing.Measurement._check`). The number expected among the trials, as if
+    each trial were preceded by one independently (a binomial count at uniform positions,
+    `Measurement.place_checks`; in paired timing the parent draws each round's count for both children,
+    `paired.draw_checks`, at least one per block on average, so `max(timing_checks, timing_rounds)` expected
+    in all). Twice that are drawn (`protocol.CHECK_POOL_FACTOR`); the rest run in the verification round.
+    0: none."""
     min_timing_trials: int = 10
     """Floor of timed trials per side whatever the warm-up said (the candidate's warm-up sets its per-call
     estimate, so it must not be able to shrink its own timing below this)."""

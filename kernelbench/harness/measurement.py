@@ -216,9 +216,10 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
             cand_call_ms = paired.ready_ms(cand_pipes.receive(cand_child.deadline))
             pairing = None
             if cand_call_ms is not None:
-                pairing = paired.run_rounds(ref_pipes, ref_child, cand_pipes, cand_child, paired.plan(
-                    config.timing_trials, config.timing_rounds, config.run_timeout_s / 4, ref_call_ms, cand_call_ms,
-                    config.min_timing_trials))
+                plan = paired.plan(config.timing_trials, config.timing_rounds, config.run_timeout_s / 4, ref_call_ms,
+                                   cand_call_ms, config.min_timing_trials)
+                pairing = paired.run_rounds(ref_pipes, ref_child, cand_pipes, cand_child, plan,
+                                            len(job.setup.timing_checks))
             cand_pipes.send("E")
             out = cand_child.wait()  # every process of its sandbox killed (past its deadline: a timeout)
             frames = collector.finish(trailer=_trailer(job))

@@ -9,8 +9,9 @@ ratios cancels every drift slower than a round: with `scripts/bench_harness.py` 
 to 4-11 % for that kernel and 1-3 % for a compute-bound one (docs/harness.md, "Measured").
 
 Protocol (one line per message over two pipes per child, `kernelbench.harness.child.timing.serve_blocks` is the child
-side): each child warms up and says `ready <ms per call>`; per round the parent sends `T n` to one child,
-waits for `done`, then to the other (the order alternates between rounds); `E` ends it. The reference is
+side): each child warms up and says `ready <ms per call>`; per round the parent sends `T n c` (n trials, c
+hidden check calls among them, the same for both, `draw_checks`) to one child,
+waits for `done` (the block's readings end there) and `sent` (the block's check calls reported), then to the other (the order alternates between rounds); `E` ends it. The reference is
 trusted; the candidate's answers are not: a wrong or missing answer ends the pairing (the candidate's
 verdict then comes from its exit), and the parent times every block itself, so the trial times the
 candidate reports later must fit inside its blocks (`overruns`) and leave no more of them unaccounted for
@@ -29,9 +30,9 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from kernelbench.harness import sandbox
+from kernelbench.harness import protocol, sandbox
 from kernelbench.harness.sandbox_cpu import busiest_thread_s, sandbox_runnable_ns, schedstats, thread_times  # noqa: F401
-from kernelbench.harness.child.timing import MIN_TRIALS, Channel
+from kernelbench.harness.child.timing import DONE, MIN_TRIALS, SENT, Channel, binomial
 
 REFERENCE_STOPPED = "the reference stopped answering"
 
@@ -142,14 +143,34 @@ class Pairing:
     time, no run-queue wait); empty when unreadable."""
     reference_block_thread_cpu_s: tuple[float, ...] = ()
     """The same for the reference's blocks."""
+    block_checks: tuple[int, ...] = ()
+    """Hidden check calls asked of each round's blocks (the same of both children, `draw_checks`)."""
 
 
 FROZEN_FAILED = "the candidate's sandbox could not be frozen for the reference's block"
 
 
+def draw_checks(rounds: int, trials: int, pool: int) -> list[int]:
+    """Hidden check calls for each round's blocks: Binomial(`trials`, e / `trials`) each, with e the checks
+    expected per block (the `pool` of drawn checks, `children.timing_checks`, over `protocol.CHECK_POOL_FACTOR`
+    and the rounds: one at the defaults), as if each trial were preceded by one independently; from the OS's
+    entropy, never more in all than the pool."""
+    counts: list[int] = []
+    left = pool
+    rate = pool / protocol.CHECK_POOL_FACTOR / max(1, rounds) / max(1, trials)
+    for _ in range(rounds):
+        c = min(left, binomial(trials, rate))
+        counts.append(c)
+        left -= c
+    return counts
+
+
 def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_child: sandbox.RunningChild,
-               p: Plan) -> Pairing:
-    """Alternate blocks between the two ready children (reference first in even rounds)."""
+               p: Plan, pool: int = 0) -> Pairing:
+    """Alternate blocks between the two ready children (reference first in even rounds). Each round's two
+    blocks get the same count of hidden check calls (`draw_checks` over a `pool` of them): the reference
+    computes the checks' outputs in its blocks as the candidate does, so their untimed work stays alike."""
+    checks = draw_checks(p.rounds, p.trials_per_block, pool)
     walls: list[float] = []
     ref_walls: list[float] = []
     cand_run: list[float | None] = []
@@ -162,7 +183,7 @@ def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_ch
                 if not cand_child.freeze():  # a tree the kernel cannot stop would run beside the reference
                     cand_child.thaw()
                     return Pairing(r, tuple(walls), FROZEN_FAILED, tuple(ref_walls))
-                ok, wall, run, cpu = _block(ref, ref_child, p.trials_per_block)
+                ok, wall, run, cpu = _block(ref, ref_child, p.trials_per_block, checks[r])
                 ref_walls.append(wall)
                 ref_run.append(run)
                 ref_cpu.append(cpu)
@@ -170,13 +191,13 @@ def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_ch
                 if not ok:
                     return Pairing(r, tuple(walls), REFERENCE_STOPPED, tuple(ref_walls))
             else:
-                ok, wall, run, cpu = _block(cand, cand_child, p.trials_per_block)
+                ok, wall, run, cpu = _block(cand, cand_child, p.trials_per_block, checks[r])
                 if not ok:
                     return Pairing(r, tuple(walls), "the candidate stopped answering", tuple(ref_walls))
                 walls.append(wall)
                 cand_run.append(run)
                 cand_cpu.append(cpu)
-    return Pairing(p.rounds, tuple(walls), reference_block_wall_s=tuple(ref_walls),
+    return Pairing(p.rounds, tuple(walls), reference_block_wall_s=tuple(ref_walls), block_checks=tuple(checks),
                    candidate_block_runnable_s=_known(cand_run), reference_block_runnable_s=_known(ref_run),
                    candidate_block_cpu_s=_known([None if c is None else c[0] for c in cand_cpu]),
                    reference_block_cpu_s=_known([None if c is None else c[0] for c in ref_cpu]),
@@ -184,18 +205,40 @@ def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_ch
                    reference_block_thread_cpu_s=_known([None if c is None else c[1] for c in ref_cpu]))
 
 
-def _block(pipes: Pipes, child: sandbox.RunningChild, trials: int) -> tuple[bool, float, float | None, tuple | None]:
-    """One block of `trials` on one side: answered, its wall time by the parent's clock, the busiest thread's
-    runnable seconds, and (CPU seconds of the child's whole cgroup, of its busiest thread) or None."""
+def _block(pipes: Pipes, child: sandbox.RunningChild, trials: int,
+           checks: int = 0) -> tuple[bool, float, float | None, tuple | None]:
+    """One block of `trials` (with `checks` check calls expected among them) on one side: answered, its wall
+    time by the parent's clock, the busiest thread's runnable seconds, and (CPU seconds of the child's whole
+    cgroup, of its busiest thread) or None."""
     s0, cpu0 = schedstats(child), child.cpu_ns()
     t0 = time.perf_counter()
-    ok = pipes.send(f"T {trials}") and pipes.receive(child.deadline) == "done"
+    ok = pipes.send(f"T {trials} {checks}") and pipes.receive(child.deadline) == DONE
     wall = time.perf_counter() - t0
     s1, cpu1 = schedstats(child), child.cpu_ns()
+    # the block's check calls are reported after it, outside the readings (`timing.Measurement._check`); the
+    # next block starts only once they are out, so the reports never overlap a measured block
+    ok = ok and pipes.receive(child.deadline) == SENT
     runnable = busiest_thread_s(thread_times(s0, None), thread_times(s1, None))
     thread_cpu = busiest_thread_s(thread_times(s0, 0), thread_times(s1, 0))
-    cpu = ((cpu1 - cpu0) / 1e9, thread_cpu) if cpu0 is not None and cpu1 is not None and thread_cpu is not None else None
+    cpu = None
+    if cpu0 is not None and cpu1 is not None and thread_cpu is not None:
+        cpu = (max((cpu1 - cpu0) / 1e9, tasks_cpu_s(thread_times(s0, 0), thread_times(s1, 0))), thread_cpu)
     return ok, wall, runnable, cpu
+
+
+def tasks_cpu_s(before: dict[tuple[int, int], int] | None, after: dict[tuple[int, int], int] | None) -> float:
+    """CPU seconds of every task of a `schedstats` reading between two readings (a task first seen in `after`
+    from zero: it started in between).
+
+    Why beside the cgroup's own counter: the kernel adds a task's time to its cgroup's counter at scheduler
+    ticks and switches, so a task that runs through a block shorter than a tick (4 ms at 250 Hz) may show none
+    of it there, while /proc/<tid>/schedstat brings a running task's time up to date when read. Blocks of a
+    fast kernel last about a millisecond, and a helper busy four-fifths of the time was missed in most of them
+    (`tests/adversarial/process_from_init.py`). The cgroup's counter still holds what tasks that ended in the
+    block used; the larger of the two is taken."""
+    if before is None or after is None:
+        return 0.0
+    return sum(max(0, ns - before.get(key, 0)) for key, ns in after.items()) / 1e9
 
 
 def _known(values: list[float | None]) -> tuple[float, ...]:
@@ -249,7 +292,7 @@ def _block_medians_s(blocks: object, n: int) -> list[float] | None:
 
 
 def unaccounted(ref_blocks: object, ref_runnable_s: tuple[float, ...], cand_blocks: object,
-                cand_runnable_s: tuple[float, ...], checks: int, ref_walls: tuple[float, ...] = (),
+                cand_runnable_s: tuple[float, ...], checks: tuple[int, ...], ref_walls: tuple[float, ...] = (),
                 cand_walls: tuple[float, ...] = ()) -> str:
     """Empty unless the candidate's reported trial times leave much more of its blocks unaccounted for than
     the reference's trials leave of the reference's blocks.
@@ -263,8 +306,8 @@ def unaccounted(ref_blocks: object, ref_runnable_s: tuple[float, ...], cand_bloc
     parent's own delays in reading `done`, which a busy machine stretches on one side and not the other (the
     wall-clock form rejected an honest kernel at "1.852 ms of 6.968 ms" with the machine busy). An honest
     trial's wall time holds its own run-queue waits, so a candidate that reported only its CPU time is seen
-    too. The check call in a block (one while any remain, `checks` in all, on both sides) counts as one median
-    trial. Medians over blocks: a lie that moves the median of the round ratios has to be told in most blocks.
+    too. The check calls of each round's blocks (`checks`, the same count on both sides, `draw_checks`)
+    count as that many median trials. Medians over blocks: a lie that moves the median of the round ratios has to be told in most blocks.
     What it cannot see: a lie smaller than the untimed work's noise (docs/harness.md). Without kernel
     readings (`cand_runnable_s` or `ref_runnable_s` empty) the parent's wall times are compared instead."""
     n = min(len(cand_runnable_s), len(ref_runnable_s))
@@ -275,8 +318,10 @@ def unaccounted(ref_blocks: object, ref_runnable_s: tuple[float, ...], cand_bloc
     if cand_sums is None or cand_meds is None or ref_sums is None or ref_meds is None:
         return "malformed timing blocks"
 
+    counts = list(checks)[:n] + [0] * max(0, n - len(checks))
+
     def gaps(runnable: tuple[float, ...], sums: list[float], meds: list[float]) -> list[float]:
-        return [w - s - (m if i < checks else 0.0) for i, (w, s, m) in enumerate(zip(runnable, sums, meds))]
+        return [w - s - c * m for w, s, m, c in zip(runnable, sums, meds, counts)]
 
     cand_gap = statistics.median(gaps(cand_runnable_s, cand_sums, cand_meds))
     ref_gap = max(0.0, statistics.median(gaps(ref_runnable_s, ref_sums, ref_meds)))

@@ -111,6 +111,11 @@ class Record:
         return from_plain(cls, data)
 
 
+CHECK_POOL_FACTOR = 2
+"""Check calls drawn per evaluation, as a multiple of those expected among the trials (`children.timing_checks`):
+the count per block is random (`paired.draw_checks`, `timing.Measurement.place_checks`), and the pool must
+rarely run dry (with 10 expected, a pool of 20 runs dry in about 2 runs in 1,000, and then only for the last trials)."""
+
 # --- jobs (parent -> child) --------------------------------------------------------------------------
 
 

@@ -193,7 +193,7 @@ def verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, frames: r
             overrun = paired.overruns(res.timing_blocks, pairing.candidate_block_wall_s) or \
                 paired.unaccounted(list(ref.blocks_ms), pairing.reference_block_runnable_s[:len(ref.blocks_ms)],
                                    res.timing_blocks, pairing.candidate_block_runnable_s,
-                                   len(job.setup.timing_checks), pairing.reference_block_wall_s,
+                                   pairing.block_checks, pairing.reference_block_wall_s,
                                    pairing.candidate_block_wall_s)
             if overrun or medians is None:
                 found.setdefault("timing_inconsistent", overrun or "malformed timing blocks")

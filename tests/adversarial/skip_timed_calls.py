@@ -5,7 +5,7 @@ trials and 3 warm-up calls under tests/test_adversarial.py's config) and after t
 the timed calls returns a plain copy of its input (wrong wherever x < 0, and cheaper).
 
 Defence: hidden check calls (`EvalConfig.timing_checks`, `timing.Measurement._check`): untimed calls placed
-at positions drawn from the OS's entropy among the timed trials that run (one per paired block), on timing
+at positions drawn from the OS's entropy among the timed trials that run (one per paired block on average), on timing
 inputs perturbed by seeds only the parent and the reference know, whose outputs the reference computed; the
 parent compares them.
 Expected: incorrect ("during timing"), score 0.

@@ -20,8 +20,9 @@ generator seeded from the OS's entropy and dropped after the load. Positive fact
 so domains such as `log` and `sqrt` stay valid. Why element-wise: with one factor per call a timed input was
 a scalar multiple of a set the candidate had seen, and a task whose first stage is linear could cache that
 stage per set and scale it (111x "speedup", correct); a value-keyed cache never hits either (180x on a naive
-matmul before fresh values). Hidden check calls (`Measurement._check`) sit among the trials, at least one per
-block; after the trials one untimed verification round runs every UNPERTURBED base set through the same
+matmul before fresh values). Hidden check calls (`Measurement._check`) sit among the trials, a binomial
+count at uniform positions, as if each trial were preceded by one independently (`Measurement.place_checks`);
+after the trials one untimed verification round runs every UNPERTURBED base set through the same
 buffers. Each check and verification call's output, and the buffers after it, go to the parent, which holds
 the reference's outputs and the inputs those calls must have left unchanged. The reference is timed by this
 same code (same procedure, same untimed work, its own draws), so the comparison stays fair.
@@ -40,6 +41,7 @@ from typing import Any, Callable, NamedTuple
 
 import torch
 
+from kernelbench.harness.protocol import CHECK_POOL_FACTOR
 from kernelbench.harness.child.call_inputs import (FACTOR_LEVELS, SCALE_RANGE, _factors, _levels, check_inputs,  # noqa: F401
                                                    fits, fresh_buffers, load_perturbed, load_scaled, perturbed,
                                                    write_inputs)
@@ -69,6 +71,18 @@ PUBLIC_TIMERS: dict[str, Any] = {"time.perf_counter": time.perf_counter, "time.t
                                  "torch.cuda.Event.synchronize": torch.cuda.Event.synchronize}
 """Public names of the timers (attribute lookups only; no CUDA context is created)."""
 L2_FLUSH_BYTES = 256 * 1024 * 1024
+
+
+def plain_copy(value: Any) -> Any:
+    """A plain dense copy, on its own device, of a call's output or argument (tensors inside tuples and lists
+    too; anything else as it is): what a held check call keeps until it is reported."""
+    if isinstance(value, (tuple, list)):
+        return [plain_copy(v) for v in value] if isinstance(value, list) else tuple(plain_copy(v) for v in value)
+    if isinstance(value, torch.Tensor):
+        plain = torch.empty(tuple(value.shape), dtype=value.dtype, device=value.device)
+        plain.copy_(value.detach())
+        return plain
+    return value
 
 def _current(name: str) -> Any:
     obj: Any = {"time": time, "torch": torch}[name.split(".")[0]]
@@ -126,32 +140,53 @@ class Measurement:
         self.checks = [(int(k), int(s)) for k, s in checks]
         self.checks_done: set[int] = set()
         self._next_check = 0
+        self.held: list[tuple[str, Any, list[Any]]] = []
 
-    def _check(self, j: int) -> None:
+    def _check(self, j: int, hold: bool = False) -> None:
         """Untimed call on timing set k perturbed by the parent's secret seed; its output and the buffers after
-        it go to `emit`.
+        it go to `emit`, at once or (`hold`, among the trials) as copies when `send_held` is called.
 
         Why: a candidate that counts calls (or recognises the verification round) can skip its work on the
-        timed calls and compute only where outputs are judged. A check call looks like any timed call (freshly
-        perturbed values of a timing set, in the same buffers, at a position drawn from the OS's entropy among
-        the trials that run, at least one per block), and the reference child computed the same call's output
-        beforehand, so skipping work on timed calls is caught whenever a check lands among them; the buffers
-        after it show a kernel that writes its inputs during timing."""
+        timed calls and compute only where outputs are judged. A check call looks like any timed call (values
+        made by the same function from a seed, `_inputs`, in the same buffers, at a position drawn from the
+        OS's entropy among the trials that run, `place_checks`), and the reference child computes the same
+        call's output, so skipping work on timed calls is caught whenever a check lands among them; the
+        buffers after it show a kernel that writes its inputs during timing.
+
+        Why held among the trials: the report of a check (serialised, through a pipe) took 60-100 ms on
+        L1/26_matrix_scalar_multiply at the CPU size, against 2 ms per trial, and its noise under load decided
+        `paired.unaccounted`'s comparison of the two children's blocks; a plain copy is a memory copy, the
+        same on both sides, and the report is sent after the block (`serve_blocks`), outside what the parent
+        measures. That a candidate can tell a check happened after the fact (the copy takes time) gives it
+        nothing: each trial is preceded by a check independently (`place_checks`)."""
         k, seed = self.checks[j]
-        args = write_inputs(self.buffers, check_inputs(self.arg_sets[k % len(self.arg_sets)], seed))
+        args = self._inputs(self.arg_sets[k % len(self.arg_sets)], seed)
         out = self.fn(*args)
         if self.cuda:
             self.t.synchronize()
         self.checks_done.add(j)
-        self.emit(f"check/{j}", out, self.buffers)
+        if hold:
+            self.held.append((f"check/{j}", plain_copy(out), [plain_copy(b) for b in self.buffers]))
+        else:
+            self.emit(f"check/{j}", out, self.buffers)
+
+    def send_held(self) -> None:
+        """Emit the check calls held since the last call (`_check(hold=True)`), in order."""
+        held, self.held = self.held, []
+        for label, out, buffers in held:
+            self.emit(label, out, buffers)
+
+    def _inputs(self, base: list[Any], seed: int) -> list[Any]:
+        """A call's arguments, in the buffers: base set `base` perturbed from `seed` (`check_inputs`), written
+        by one `copy_`. Timed and check calls both come here, so the time before a call (preparing its
+        values) cannot tell them apart: a check's values used to come from a CPU generator and a timed call's
+        from one on the device, which on CUDA made a check's preparation the slower by a host-to-device copy."""
+        return write_inputs(self.buffers, check_inputs(base, seed))
 
     def _load_next(self) -> list[Any]:
-        """The next timed call's arguments, in the buffers: freshly perturbed values of the next base set, from
-        a generator seeded from the OS's entropy and dropped after the load."""
-        generator = torch.Generator(device=self.device)
-        generator.manual_seed(self.t.entropy(62))
-        args = load_perturbed(self.buffers, self.arg_sets[self.calls % len(self.arg_sets)], generator)
-        del generator
+        """The next timed call's arguments: freshly perturbed values of the next base set from a seed drawn
+        from the OS's entropy (`_inputs`)."""
+        args = self._inputs(self.arg_sets[self.calls % len(self.arg_sets)], self.t.entropy(62))
         self.calls += 1
         return args
 
@@ -167,18 +202,26 @@ class Measurement:
             return (t.perf_counter() - t0) / max(1, n)
 
     def place_checks(self, n: int, count: int) -> dict[int, list[int]]:
-        """The next `count` check calls, each before a trial index drawn from the OS's entropy in [0, n)."""
-        placed: dict[int, list[int]] = {}
+        """The next `count` check calls (while the pool lasts), before distinct trial positions drawn uniformly
+        from the OS's entropy among `n`.
+
+        Why a count drawn from a binomial (by the parent in paired timing, `paired.draw_checks`; by `measure`
+        otherwise) and uniform positions: together they are an independent draw before each trial. A candidate
+        can learn after the fact that a check has just run (its output is sent to the parent before the next
+        call, a gap in time between calls); with a fixed count per block (one, as before) the calls after it
+        were safe to skip until the block's end (new buffers mark the next one):
+        `tests/adversarial/skip_after_check.py`. Now a check just seen says nothing about the next call."""
+        left = len(self.checks) - self._next_check
         rng = random.SystemRandom()
-        while count > 0 and self._next_check < len(self.checks):
-            placed.setdefault(rng.randrange(max(1, n)), []).append(self._next_check)
+        placed: dict[int, list[int]] = {}
+        for i in sorted(rng.sample(range(max(0, n)), max(0, min(count, left, n)))):
+            placed[i] = [self._next_check]
             self._next_check += 1
-            count -= 1
         return placed
 
     def block(self, n: int, checks: int = 1) -> list[float]:
         """`n` timed trials (ms), each on freshly perturbed inputs in buffers allocated for this block, with
-        `checks` check calls (while any remain) among them; also appended to `times_ms`."""
+        `checks` check calls (while any remain) among them (`place_checks`); also appended to `times_ms`."""
         t, fn = self.t, self.fn
         self.buffers = fresh_buffers(self.arg_sets[0])  # new buffers per block: an address says little about the phase
         buffers = self.buffers
@@ -193,7 +236,7 @@ class Measurement:
             with torch.no_grad():
                 for i in range(n):
                     for j in placed.get(i, ()):
-                        self._check(j)
+                        self._check(j, hold=True)
                     args = self._load_next()
                     if self.cuda:
                         self.flush.zero_()
@@ -257,7 +300,9 @@ def measure(fn: Callable[..., Any], arg_sets: list[list[Any]], device: str, warm
     """
     m = Measurement(fn, arg_sets, device, emit, checks)
     per_call_s = m.warm_up(warmup)
-    m.block(trial_count(trials, floor, budget_s, per_call_s), checks=len(m.checks))
+    n = trial_count(trials, floor, budget_s, per_call_s)
+    m.block(n, checks=binomial(n, len(m.checks) / CHECK_POOL_FACTOR / max(1, n)))
+    m.send_held()
     m.verify()
     return stats(m.times_ms, warmup)
 
@@ -313,18 +358,37 @@ def await_inputs(channel: Channel) -> None:
         raise RuntimeError(f"paired timing: expected {GO!r} before the inputs, got {line[:20]!r}")
 
 
+DONE = "done"
+"""Paired timing: a child's answer once a block's trials are over (the parent's reading of the block ends here)."""
+SENT = "sent"
+"""Paired timing: a child's answer once the block's check calls are reported (outside the measured block)."""
+
+
 def serve_blocks(m: Measurement, warmup: int, channel: Channel) -> list[list[float]]:
-    """Paired timing, child side: warm up, say `ready <ms per call>`, then time `n` trials (one check call among
-    them while any remain) on each `T n` and answer `done`, until `E`. Returns the blocks' times (ms)."""
+    """Paired timing, child side: warm up, say `ready <ms per call>`, then time `n` trials with `c` check calls
+    among them (`Measurement.place_checks`; the parent draws `c`, the same for both children) on each `T n c`
+    and answer `done`; then send the block's held check calls (`Measurement.send_held`) and say `sent`; until
+    `E`. Returns the blocks' times (ms)."""
     per_call_ms = 1e3 * m.warm_up(warmup)
     channel.send(f"ready {per_call_ms:.6f}")
     blocks: list[list[float]] = []
     while True:
         line = channel.receive()
-        if line.startswith("T ") and line[2:].isdigit():
-            blocks.append(m.block(int(line[2:])))
-            channel.send("done")
+        parts = line.split(" ")
+        if len(parts) == 3 and parts[0] == "T" and parts[1].isdigit() and parts[2].isdigit():
+            blocks.append(m.block(int(parts[1]), int(parts[2])))
+            channel.send(DONE)
+            m.send_held()
+            channel.send(SENT)
         elif line == "E":
             return blocks
         else:
             raise RuntimeError(f"paired timing: unexpected command {line[:20]!r}")
+
+
+def binomial(n: int, p: float) -> int:
+    """A Binomial(n, p) count from the OS's entropy: the number of `n` trials preceded by a check when each is,
+    independently, with probability `p` (capped at 1)."""
+    rng = random.SystemRandom()
+    p = min(1.0, max(0.0, p))
+    return sum(rng.random() < p for _ in range(max(0, n)))
