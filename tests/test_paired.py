@@ -247,28 +247,33 @@ def test_hidden_checks_run_among_the_trials_on_the_given_seeds():
         assert float(ratio.min()) >= 0.5 and float(ratio.max()) <= 2.0 and float(ratio.std()) > 0.05
 
 
-def test_loading_into_the_buffer_gives_the_numbers_of_the_general_form():
-    """timing.load_perturbed writes a floating buffer's factors straight into it; the numbers must be those of
-    value times `_factors` (the form check calls use), bit for bit in every floating dtype, so a check call's
-    inputs and a timed call's are drawn alike; integer tensors are copied unchanged."""
+def test_timed_and_check_inputs_are_made_alike_and_digested_for_the_parent():
+    """Every timed call's values and every check's come from `check_inputs` (a seed, a generator on the
+    set's device): the same seed gives the same numbers, element-wise factors in [0.5, 2] (integers copied),
+    and the parent judges a check's inputs after the call by the digests the reference child sends
+    (`compare.inputs_match`)."""
     import torch
 
     from kernelbench.harness.child import timing
+    from kernelbench.harness.child.outputs import input_digests
+    from kernelbench.harness.compare import inputs_match
 
-    for dtype, transposed in ((torch.float32, False), (torch.float64, False), (torch.float16, False),
-                              (torch.bfloat16, False), (torch.float32, True)):
-        val = torch.randn(3, 1000, dtype=torch.float64).to(dtype)
-        val = val.t() if transposed else val  # a strided input's buffer (a clone) keeps its strides
-        buf, idx = torch.empty_like(val), torch.empty(5, dtype=torch.int64)
-        fast, general = torch.Generator(), torch.Generator()
-        fast.manual_seed(1234)
-        general.manual_seed(1234)
-        timing.load_perturbed([buf, idx, 7], [val, torch.arange(5), 7], fast)
-        want = torch.mul(val, timing._factors(val, general, val.device))
-        assert buf.is_contiguous() != transposed and torch.equal(buf, want), dtype
-        assert torch.equal(idx, torch.arange(5))
-        ratio = (buf.double() / val.double())[val != 0]
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        base = [torch.randn(3, 1000, dtype=torch.float64).to(dtype), torch.arange(5), 7]
+        a, b = timing.check_inputs(base, 1234), timing.check_inputs(base, 1234)
+        assert torch.equal(a[0], b[0]) and not torch.equal(a[0], timing.check_inputs(base, 1235)[0]), dtype
+        assert torch.equal(a[1], base[1]) and a[1] is not base[1] and a[2] == 7
+        ratio = (a[0].double() / base[0].double())[base[0] != 0]
         assert float(ratio.min()) >= 0.49 and float(ratio.max()) <= 2.01 and len(torch.unique(ratio.float())) > 100
+        digests = input_digests(a)
+        assert digests[2] is None and inputs_match(digests, b) == ""
+        touched = [b[0].clone(), b[1], 7]
+        touched[0].view(-1)[17] += 1
+        assert "input 0 was modified in place" in inputs_match(digests, touched)
+        assert "input 1" in inputs_match(digests, [b[0], b[1].float(), 7])  # replaced by another dtype
+    m = timing.Measurement(lambda x: x, [[torch.ones(64)]], "cpu", lambda *a: None)
+    first, second = m._load_next()[0].clone(), m._load_next()[0].clone()
+    assert not torch.equal(first, second) and float(first.min()) >= 0.5 and float(first.max()) <= 2.0
 
 
 def test_trial_count_has_a_floor_and_checks_land_among_the_trials_run():

@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+from kernelbench.harness.child.outputs import tensor_digest
+
 MAX_POSITIONS = 3
 
 
@@ -165,4 +167,21 @@ def inputs_unchanged(before: list[Any], after: list[Any]) -> str:
                                       and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0)))
         if not same:
             return f"input {i} was modified in place (inputs must be left unchanged)"
+    return ""
+
+
+def inputs_match(digests: list[str | None], after: list[Any]) -> str:
+    """Empty when every tensor argument after the call has the digest its inputs had before it (the reference
+    child's `input_digests` of the same call's inputs); else which one changed.
+
+    Why digests for the hidden check calls: their inputs are made on the evaluation's device from a seed
+    (`call_inputs.check_inputs`, the same function as every timed call's, so the time it takes cannot tell a
+    check from a timed call), which the parent, with no device of its own, cannot redo; the reference child,
+    trusted, makes the same inputs and sends their digests."""
+    for i, want in enumerate(digests):
+        if want is None:
+            continue
+        a = after[i] if i < len(after) else None
+        if not isinstance(a, torch.Tensor) or tensor_digest(a) != want:
+            return f"input {i} was modified in place or replaced (inputs must be left unchanged)"
     return ""

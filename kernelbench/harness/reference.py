@@ -38,6 +38,8 @@ class Reference:
     """Paired timing: each block's trial times (for `paired.unaccounted`)."""
     check_outputs: list[list[Any]] = field(default_factory=list)
     """Outputs of the hidden check calls' inputs (`children.timing_checks`), computed by the reference."""
+    check_input_digests: list[list[str | None]] = field(default_factory=list)
+    """Digests of each hidden check call's inputs before the call (`compare.inputs_match`), from the reference."""
     timing_outputs: list[list[Any]] = field(default_factory=list)
     """Outputs of the timing base sets (what the verification round must return)."""
     work: dict[str, Any] = field(default_factory=dict)
@@ -91,6 +93,7 @@ def reference_from(task: Task, out: sandbox.ChildOutcome, report: protocol.Refer
                      compile_timing=res.compile_timing.to_dict() if res.compile_timing else {},
                      structures=list(res.structures), inputs=_load(os.path.join(scratch, "inputs.pt")),
                      outputs=saved["outputs"], check_outputs=saved["check_outputs"],
+                     check_input_digests=saved["check_input_digests"],
                      timing_outputs=saved["timing_outputs"], block_medians_ms=tuple(medians or ()),
                      blocks_ms=tuple(tuple(float(t) for t in b) for b in blocks[:rounds]) if medians else (),
                      work=res.work, profile=res.profile or {}, set_configs=res.set_configs,

@@ -6,7 +6,7 @@ per call, every timed call, check call and verification call was such a multiple
 "speedup" (111x reported).
 
 Defence: the timed inputs are their own sets, drawn from secret seeds (never a correctness set), and every
-element of every call is multiplied by its own fresh factor (`kernelbench.harness.child.timing.load_perturbed`), so no timed
+element of every call is multiplied by its own fresh factor (`kernelbench.harness.child.call_inputs.check_inputs`), so no timed
 input is a scalar multiple of anything seen before; the cache never hits and the naive matmul is timed.
 Expected: correct with an honest speedup below 1x (naive loops against the BLAS-backed reference), no
 suspicious_speedup flag.

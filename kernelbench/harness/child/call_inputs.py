@@ -92,15 +92,13 @@ def perturbed(values: list[Any], generator: torch.Generator) -> list[Any]:
     return out
 
 
-def load_perturbed(buffers: list[Any], values: list[Any], generator: torch.Generator) -> list[Any]:
-    """One base set, perturbed (`perturbed`), into the argument buffers by `write_inputs`."""
-    return write_inputs(buffers, perturbed(values, generator))
-
-
 def check_inputs(values: list[Any], seed: int) -> list[Any]:
-    """The inputs of a hidden check call on base set `values` with `seed`: the factors come from a CPU generator
-    (the same numbers on every device), so the parent reproduces them from the reference's sets."""
-    generator = torch.Generator(device="cpu")
+    """The inputs of a timed or hidden check call on base set `values` from `seed`: the factors from a
+    generator on the set's device seeded with `seed` (the same numbers for the same seed on one device:
+    the reference child makes a check's inputs as the run child does, and sends their digests to the parent,
+    `compare.inputs_match`), in fresh tensors (integer tensors cloned)."""
+    device = next((v.device for v in values if isinstance(v, torch.Tensor)), torch.device("cpu"))
+    generator = torch.Generator(device=device)
     generator.manual_seed(int(seed))
     return [v.clone() if isinstance(v, torch.Tensor) and not (v.is_floating_point() or v.is_complex()) else v
             for v in perturbed(values, generator)]

@@ -66,7 +66,7 @@ def warm_up(device: str) -> None:
     """Let torch create its lazily started threads (pools, CUDA driver threads) before the baseline count.
 
     On CUDA, also call once what the phases after `refuse_new_tasks` call: the context (the driver starts its
-    threads with it), a cuBLAS handle, a kernel drawing from a device generator (`timing.load_perturbed`),
+    threads with it), a cuBLAS handle, a kernel drawing from a device generator (`call_inputs.check_inputs`),
     a pair of timed events. A runtime that starts a helper thread on first use starts it here, before the
     thread count and the refusal, rather than inside an honest candidate's forward, where it could not."""
     import torch

@@ -3,6 +3,7 @@ metadata, and the record of a call the parent judges (the output and the argumen
 
 from __future__ import annotations
 
+import hashlib
 import io
 from typing import Any
 
@@ -53,3 +54,21 @@ def report_value(out: Any, buffers: list[Any]) -> bytes:
     buf = io.BytesIO()
     torch.save(call_record(out, buffers), buf)
     return buf.getvalue()
+
+
+def tensor_digest(t: Any) -> str:
+    """SHA-256 of a tensor's dtype, shape and bytes (on the CPU, dense)."""
+    import torch
+
+    flat = t.detach().to("cpu").contiguous().reshape(-1)
+    h = hashlib.sha256(f"{t.dtype}|{tuple(t.shape)}|".encode())
+    if flat.numel():
+        h.update(flat.view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def input_digests(values: list[Any]) -> list[str | None]:
+    """`tensor_digest` of each tensor argument, None for the others."""
+    import torch
+
+    return [tensor_digest(v) if isinstance(v, torch.Tensor) else None for v in values]

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from kernelbench.harness import protocol
 from kernelbench.harness.child import profiled_call, timing
-from kernelbench.harness.child.outputs import flatten_output, report_value, sync
+from kernelbench.harness.child.outputs import flatten_output, input_digests, report_value, sync
 
 
 def full_precision() -> None:
@@ -92,8 +92,10 @@ def run_reference(job: protocol.ReferenceJob, scratch: str, reporter: Any = None
     if checks:  # the expected outputs of the run child's hidden check calls: same code, same calls
         timing.Measurement(model, timed, device, keep, checks).run_checks()
     sync(device)
-    torch.save({"outputs": outputs, "timing_outputs": timing_outputs, "check_outputs": check_outputs},
-               os.path.join(scratch, "reference.pt"))
+    # what each check call's inputs are before the call, for the parent (`compare.inputs_match`)
+    check_input_digests = [input_digests(timing.check_inputs(timed[k % len(timed)], seed)) for k, seed in checks]
+    torch.save({"outputs": outputs, "timing_outputs": timing_outputs, "check_outputs": check_outputs,
+                "check_input_digests": check_input_digests}, os.path.join(scratch, "reference.pt"))
     counted: dict[str, Any] = {}
     if setup.timing_trials > 0:  # speed of light: bytes and FLOPs of the timed configuration, counted here (trusted
         from kernelbench.harness.child import work  # task code only; never in the candidate's child) and reported with the rest

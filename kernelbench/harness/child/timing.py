@@ -43,7 +43,7 @@ import torch
 
 from kernelbench.harness.protocol import CHECK_POOL_FACTOR
 from kernelbench.harness.child.call_inputs import (FACTOR_LEVELS, SCALE_RANGE, _factors, _levels, check_inputs,  # noqa: F401
-                                                   fits, fresh_buffers, load_perturbed, load_scaled, perturbed,
+                                                   fits, fresh_buffers, load_scaled, perturbed,
                                                    write_inputs)
 
 
