@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from cli.main import UsageError, add_executor_options
 
@@ -30,6 +31,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="also send the metrics to this tracker (optional extra; overrides the preset's trackers)")
     p.add_argument("--pipeline", action="store_true",
                    help="run SFT warm start, RL, held-out bench and report into --out (cpu-tiny)")
+    p.add_argument("--plan", action="store_true",
+                   help="print the run's GPU layout, per-GPU memory estimate and evaluation demand, then exit "
+                        "(no GPU needed; exit 2 when it cannot run, naming the setting)")
+    p.add_argument("--gpus", type=int, help="GPUs per node to plan or lay out for (overrides layout.gpus_per_node)")
 
 
 def _load(kind, preset: str, section: str, overrides: dict | None = None):
@@ -55,6 +60,21 @@ def preflight_of(config) -> None:
     checks.run_preflight(config.eval, config.executor, say=print)
 
 
+def plan_of(config) -> int:
+    """`--plan`: print the plan; a layout that cannot exist or a plan that does not fit is a usage error."""
+    from train.layout import LayoutError
+    from train.plan import plan
+
+    try:
+        problems = plan(config)
+    except (LayoutError, ValueError) as e:
+        raise UsageError(f"plan: {e}") from None
+    if problems:
+        raise UsageError("plan: this run cannot start as configured:\n  " + "\n  ".join(problems))
+    print("plan: fits")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from cli import checks
     from train.config import TrainConfig
@@ -78,6 +98,11 @@ def run(args: argparse.Namespace) -> int:
                                                   "executor.max_in_flight": args.max_in_flight,
                                                   "prompt.language": args.language,
                                                   "trackers": [args.report_to] if args.report_to else None})
+    checks.positive(args.gpus, "--gpus")
+    if args.gpus:
+        config = replace(config, layout=replace(config.layout, gpus_per_node=args.gpus))
+    if args.plan:
+        return plan_of(config)
     from evals.tracking import TrackerError, require_tracker
     from kernelbench.executors.executor import EXECUTORS
 

@@ -128,12 +128,20 @@ def test_unknown_rollout_logprobs_reach_trl_as_nan(tiny_dir):
     assert len(filler) == 1 and math.isnan(filler[0]) and out["env_mask"][2] == [0]
 
 
-@pytest.mark.parametrize("preset,world", [("cpu-tiny", 1), ("cpu-tiny", 2), ("qwen3-8b-8gpu", 8),
+@pytest.mark.parametrize("preset,world", [("cpu-tiny", 1), ("cpu-tiny", 2), ("qwen3-8b-8gpu", 4),
                                           ("qwq-32b-multinode", 8)])
-def test_presets_resolve_to_grpo_settings(preset, world):
-    """Every preset's train section maps onto TRL's GRPOConfig at its launch's world size (no GPU needed)."""
+def test_presets_resolve_to_grpo_settings(preset, world, monkeypatch):
+    """Every preset's train section maps onto TRL's GRPOConfig at its launch's world size (its layout's
+    training processes; no GPU needed). Server mode takes the server's address from the launch: a preset
+    names no host, and without one the run stops before anything loads."""
     cfg = load_config(TrainConfig, preset, "train")
     shape = trl_args.batch_shape(cfg, world)
+    if cfg.backend == "vllm" and cfg.vllm_mode == "server":
+        monkeypatch.delenv(trl_args.SERVER_HOST_ENV, raising=False)
+        with pytest.raises(ValueError, match="needs the server's address"):
+            trl_args.grpo_kwargs(cfg, shape, "/tmp/x")
+        monkeypatch.setenv(trl_args.SERVER_HOST_ENV, "10.0.0.7")
+        assert trl_args.grpo_kwargs(cfg, shape, "/tmp/x")["vllm_server_host"] == "10.0.0.7"
     kw = trl_args.grpo_kwargs(cfg, shape, "/tmp/x")
     assert kw["num_generations"] == cfg.trajectories * cfg.turns
     assert kw["per_device_train_batch_size"] * kw["steps_per_generation"] == shape.samples_per_rank
@@ -180,11 +188,16 @@ def test_presets_nest_the_shared_settings_and_old_flat_names_fail(tmp_path):
 def test_preset_headers_name_their_launch_commands():
     from train.config import CONFIGS_DIR
 
+    from train.layout import resolve
+
     for name in ("qwen3-8b-8gpu", "qwq-32b-multinode"):
         head = (CONFIGS_DIR / f"{name}.yaml").read_text().splitlines()[0]
-        assert head.startswith("# accelerate launch --config_file configs/accelerate/"), head
+        assert "accelerate launch --config_file configs/accelerate/" in head and head.startswith("# "), head
         acc = head.split("--config_file ")[1].split()[0]
         assert os.path.isfile(os.path.join(CONFIGS_DIR.parent, acc)), acc
+        # the launch starts as many processes as the layout trains on (the rest of the node times candidates)
+        layout = resolve(load_config(TrainConfig, name, "train"))
+        assert f"--num_processes {layout.training_processes} " in head, head
 
 
 def test_reusing_evaluator_evaluates_each_distinct_text_once():

@@ -26,6 +26,7 @@ from agent.policy import SamplingConfig
 from agent.prompts import PromptSettings
 from kernelbench.executors.executor import ExecutorConfig
 from kernelbench.harness.config import EvalConfig
+from train.layout import LayoutConfig
 
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 LOSS_NORMS = ("dr_grpo", "grpo", "dapo")
@@ -179,8 +180,9 @@ class TrainConfig:
     """Colocate: vLLM releases its weights and KV cache while the trainer updates."""
     vllm_tensor_parallel_size: int = 1
     """Colocate: GPUs per vLLM engine."""
-    vllm_server_host: str = "0.0.0.0"
-    """Server mode: host of `trl vllm-serve`."""
+    vllm_server_host: str = ""
+    """Server mode: host of `trl vllm-serve`; empty: the environment's `VLLM_SERVER_HOST` (one of them must say
+    it: a preset names no host)."""
     vllm_server_port: int = 8000
     """Server mode: port of `trl vllm-serve`."""
     gradient_checkpointing: bool = False
@@ -210,6 +212,11 @@ class TrainConfig:
     """Where the harness evaluates rollouts (`kernelbench.executors.executor.ExecutorConfig`): `kind` (`local`
     or `ray`, docs/cluster.md), `ray_address`, `compile_workers`, `run_workers` (one per GPU; one on CPU so
     timings do not collide), `max_in_flight` (0: no bound)."""
+    layout: LayoutConfig = field(default_factory=LayoutConfig)
+    """Which GPUs of each node train, generate and time candidates (`train.layout.LayoutConfig`):
+    `gpus_per_node`, `nodes`, `eval_gpus`, `vllm_server_gpus`, `sharding`, `gpu_memory_gib`,
+    `share_timing_gpu`. Resolved and checked before anything loads (`kernel-agent train --plan` prints it);
+    ignored on CPU."""
     reuse_identical_results: bool = False
     """Evaluate each distinct (task, candidate text) once per run and give later identical samples the same
     verdict. Off by default (every sample is measured afresh). On for cpu-tiny, whose memorised policy

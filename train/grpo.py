@@ -41,6 +41,8 @@ import torch
 from kernelbench.tasks.task import Task
 from train.config import TrainConfig, save_config, validate_train
 from train.generation import generation_policy
+from train.layout import Layout, check_launch, evaluation_gpus, launched_sharding
+from train.layout import resolve as resolve_layout
 from train.multiturn_rollout import MultiTurnRollout, scoring_of
 from train.trainer import make_callbacks, make_trainer_class
 from train.trl_args import batch_shape, grpo_args, world_size_of_launch
@@ -64,6 +66,17 @@ def resolve_tasks(spec: str) -> list[Task]:
         return [catalog.find_task(t.strip(), "builtin") for t in spec.split(",") if t.strip()]
     origin, _, split = spec.partition(":")
     return splits.select(catalog.load_tasks(origin), split or "all")
+
+
+def with_layout(config: TrainConfig, layout: Layout) -> TrainConfig:
+    """The run's evaluator settings from its layout: on CUDA with a local executor, one run worker per timing
+    GPU, each run pinned to its GPU (`ExecutorConfig.gpus`, `EvalConfig.cuda_device`) and held machine-wide
+    (every training process's evaluator shares the node's timing GPUs); a shared GPU flags every result."""
+    if config.device != "cuda" or config.executor.kind != "local" or not layout.evaluate:
+        return config
+    gpus = evaluation_gpus(layout)
+    return replace(config, executor=replace(config.executor, gpus=gpus, run_workers=len(gpus)),
+                   eval=replace(config.eval, shared_gpu=layout.shared_timing))
 
 
 def make_harness_rollout(config: TrainConfig, out_dir: str, rank: int = 0):
@@ -136,6 +149,9 @@ def main(config: TrainConfig, *, resume: bool = False, rollout: Any = None, say:
     out = config.out
     if config.torch_threads > 0:
         torch.set_num_threads(config.torch_threads)
+    layout = resolve_layout(config)  # before anything loads: which GPUs train, generate and time (train.layout)
+    check_launch(layout, world_size_of_launch(), launched_sharding())
+    config = with_layout(config, layout)
     shape = batch_shape(config, world_size_of_launch())
     args = grpo_args(config, shape, out)  # initialises the process group under torchrun / accelerate
     from accelerate import PartialState
@@ -145,7 +161,7 @@ def main(config: TrainConfig, *, resume: bool = False, rollout: Any = None, say:
     if state.num_processes != shape.world_size:
         raise RuntimeError(f"launched with WORLD_SIZE {shape.world_size} but got {state.num_processes} processes")
     if is_main:
-        save_config(config, out, world_size=state.num_processes, trl_batch=shape.__dict__)
+        save_config(config, out, world_size=state.num_processes, trl_batch=shape.__dict__, layout=layout.to_dict())
     talk = say if is_main else (lambda _: None)
     model, tokenizer, rollout_tokenizer = load_model(config)
     tasks = resolve_tasks(config.tasks)

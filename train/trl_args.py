@@ -47,6 +47,21 @@ def batch_shape(config: TrainConfig, world_size: int) -> BatchShape:
                       steps_per_generation=config.grad_steps_per_batch * ga)
 
 
+SERVER_HOST_ENV = "VLLM_SERVER_HOST"
+
+
+def server_host(config: TrainConfig) -> str:
+    """The vLLM server's address: `vllm_server_host`, else the environment's `VLLM_SERVER_HOST`; in server mode
+    one of them must say it (a preset names no host: the address is the launch's). Outside server mode,
+    TRL's default."""
+    if not (config.backend == "vllm" and config.vllm_mode == "server"):
+        return config.vllm_server_host or "0.0.0.0"
+    host = config.vllm_server_host or os.environ.get(SERVER_HOST_ENV, "")
+    if not host:
+        raise ValueError(f"vllm_mode server needs the server's address: set vllm_server_host or {SERVER_HOST_ENV}")
+    return host
+
+
 def world_size_of_launch() -> int:
     """Processes of this launch (torchrun / accelerate set WORLD_SIZE; a plain run is 1)."""
     return int(os.environ.get("WORLD_SIZE", "1"))
@@ -82,7 +97,7 @@ def grpo_kwargs(config: TrainConfig, shape: BatchShape, out_dir: str) -> dict[st
         use_vllm=config.backend == "vllm", vllm_mode=config.vllm_mode,
         vllm_gpu_memory_utilization=config.vllm_gpu_memory_utilization,
         vllm_enable_sleep_mode=config.vllm_enable_sleep_mode and config.vllm_mode == "colocate",
-        vllm_tensor_parallel_size=config.vllm_tensor_parallel_size, vllm_server_host=config.vllm_server_host,
+        vllm_tensor_parallel_size=config.vllm_tensor_parallel_size, vllm_server_host=server_host(config),
         vllm_server_port=config.vllm_server_port, vllm_importance_sampling_mode=config.is_mode,
         vllm_importance_sampling_clip_max=config.is_cap,
         # --- device and precision (TRL's bf16 and gradient-checkpointing defaults are wrong on CPU)

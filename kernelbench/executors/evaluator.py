@@ -30,6 +30,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from dataclasses import replace
 
+from kernelbench.executors.gpu_lease import GpuPool
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.evaluate import compile_stage, run_stage
 from kernelbench.harness.result import HARNESS_ERROR, EvalResult
@@ -71,10 +72,16 @@ class HarnessWatch:
 class Evaluator:
     """Concurrent evaluation; `submit` returns a Future[EvalResult] that never fails for a candidate's fault."""
 
-    def __init__(self, config: EvalConfig, compile_workers: int = 2, run_workers: int = 1, max_in_flight: int = 0):
+    def __init__(self, config: EvalConfig, compile_workers: int = 2, run_workers: int = 1, max_in_flight: int = 0,
+                 gpus: tuple[str, ...] = ()):
         if compile_workers < 1 or run_workers < 1 or max_in_flight < 0:
             raise ValueError("compile_workers and run_workers must be >= 1, max_in_flight >= 0")
+        if gpus and (config.device != "cuda" or run_workers != len(gpus)):
+            raise ValueError(f"GPUs to time on ({', '.join(gpus)}) need device cuda (got {config.device!r}) and one run "
+                             f"worker each (got {run_workers})")
         self.config = config
+        # CUDA with a layout: each run owns one of these GPUs, machine-wide (gpu_lease)
+        self._gpus = GpuPool(tuple(gpus)) if gpus else None
         self.compile_workers = compile_workers
         self.max_in_flight = max_in_flight
         self._slots = threading.BoundedSemaphore(max_in_flight) if max_in_flight else None
@@ -116,6 +123,12 @@ class Evaluator:
         run.add_done_callback(lambda f: _forward(f, done))
 
     def _timed_run(self, staged) -> EvalResult:
+        if self._gpus is None:
+            return self._run_on(staged)
+        with self._gpus.lease() as gpu:  # waits for this GPU to be free of every other timing run
+            return self._run_on(replace(staged, config=replace(staged.config, cuda_device=gpu)))
+
+    def _run_on(self, staged) -> EvalResult:
         start = time.perf_counter()
         try:
             result = run_stage(staged)

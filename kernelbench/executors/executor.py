@@ -36,6 +36,10 @@ class ExecutorConfig:
     (threads locally, GPU actors on Ray)."""
     max_in_flight: int = 0
     """Most unfinished evaluations at once; submitting more waits (0: no bound)."""
+    gpus: tuple[str, ...] = ()
+    """Local, CUDA: the GPUs the run workers time on (`CUDA_VISIBLE_DEVICES` entries), one run worker each,
+    each run holding its GPU exclusively across every process of the machine (`gpu_lease`); empty: the run
+    workers share this process's view. A training run sets it from its layout (`train.layout`)."""
 
 
 def make_evaluator(config: EvalConfig, executor: ExecutorConfig = ExecutorConfig()) -> Any:
@@ -45,8 +49,8 @@ def make_evaluator(config: EvalConfig, executor: ExecutorConfig = ExecutorConfig
     if ex.kind == "local":
         from kernelbench.executors.evaluator import Evaluator
 
-        return Evaluator(config, compile_workers=ex.compile_workers, run_workers=ex.run_workers,
-                         max_in_flight=ex.max_in_flight)
+        return Evaluator(config, compile_workers=ex.compile_workers, run_workers=len(ex.gpus) or ex.run_workers,
+                         max_in_flight=ex.max_in_flight, gpus=ex.gpus)
     if ex.kind == "ray":
         from kernelbench.executors.ray_evaluator import RayEvaluator
 

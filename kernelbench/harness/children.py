@@ -57,6 +57,8 @@ def child_spec(config: EvalConfig, scratch: str, job: protocol.ReferenceJob | pr
         (("OMP_NUM_THREADS", str(config.threads)),) + builder.cpu_allocator_env(config)
     if config.device == "cuda" and not extensions_dir:
         env += nvrtc.child_env(config.device)
+    if config.device == "cuda" and config.cuda_device:  # the run's own GPU, and no other (train.layout)
+        env += (("CUDA_VISIBLE_DEVICES", config.cuda_device),)
     return sandbox.ChildSpec(argv=launch.child_argv(scratch), scratch_dir=scratch,
                              limits=builder.child_limits(config, timeout_s or config.run_timeout_s, max_file_mb), binds=tuple(binds),
                              cuda=config.device == "cuda", env=env, pass_fds=pass_fds)

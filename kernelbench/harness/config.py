@@ -13,6 +13,14 @@ class EvalConfig:
     """`cpu` (C++ kernels via load_inline) or `cuda` (CUDA kernels, CUDA-event timing, NVML)."""
     size: str = "cpu"
     """Task size to build inputs at: `cpu` (small, for CPUs and tests) or `gpu` (1-15 ms on an H100-class GPU)."""
+    cuda_device: str = ""
+    """CUDA: the one GPU the reference and run children see (their `CUDA_VISIBLE_DEVICES`: an index or UUID of
+    this process's own view); empty: this process's view as it is. Set per run by an evaluator with GPUs of
+    its own (`ExecutorConfig.gpus`, from a training run's layout: `train.layout`)."""
+    shared_gpu: bool = False
+    """CUDA: the GPU candidates are timed on also trains or generates (a one-GPU check of a training run,
+    `train.layout`'s `share_timing_gpu`): every result carries the flag `shared_timing_gpu` (it rejects
+    nothing; the speedups are not comparable with a run that owns its timing GPU)."""
     op_policy: str = ""
     """`strict` (no PyTorch compute op in forward), `partial` (allowed beside custom kernels that run),
     or empty to use the task's own policy."""

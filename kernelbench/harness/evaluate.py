@@ -103,6 +103,10 @@ def _compile_stage(task: Task, src: str, config: EvalConfig, jobs: int = 0) -> S
     return Staged(task, src, config, out, _decided(status, config, policy, head + out.error_text, **fields))
 
 
+SHARED_TIMING_GPU = "shared_timing_gpu"
+"""Flag of a result timed on a GPU that also trains or generates (`EvalConfig.shared_gpu`)."""
+
+
 def run_stage(staged: Staged) -> EvalResult:
     """Correctness, timing, dynamic checks and telemetry for a compiled candidate; a fault of the harness's
     own (the reference failed, a child could not start, the harness raised) is a `harness_error`."""
@@ -155,6 +159,9 @@ def _run_stage(staged: Staged) -> EvalResult:
         flags.append(triton_kernels.INTERPRETED)
     if code_check.UNSAMPLED in reasons:  # after the verdict: which code ran was not checked (allow_unsampled)
         flags.append(code_check.UNSAMPLED)
+    if config.shared_gpu and config.device == "cuda":  # after the verdict: timed beside training (train.layout)
+        flags.append(SHARED_TIMING_GPU)
+        reasons[SHARED_TIMING_GPU] = "timed on a GPU that also trains or generates (a one-GPU check): not comparable"
     ref_ms = float(ref.timing.get("median_ms", 0.0)) if ref else 0.0
     comp_ms = float(ref.compile_timing.get("median_ms", 0.0)) if ref else 0.0
     run_ms = float(timing.get("median_ms", 0.0))

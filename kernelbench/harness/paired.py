@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 
 from kernelbench.harness import protocol, sandbox
-from kernelbench.harness.sandbox_cpu import busiest_thread_s, sandbox_runnable_ns, schedstats, thread_times  # noqa: F401
+from kernelbench.harness.sandbox_cpu import busiest_thread_s, sandbox_runnable_ns, schedstats, tasks_cpu_s, thread_times  # noqa: F401
 from kernelbench.harness.child.timing import DONE, MIN_TRIALS, SENT, Channel, binomial
 
 REFERENCE_STOPPED = "the reference stopped answering"
@@ -224,21 +224,6 @@ def _block(pipes: Pipes, child: sandbox.RunningChild, trials: int,
     if cpu0 is not None and cpu1 is not None and thread_cpu is not None:
         cpu = (max((cpu1 - cpu0) / 1e9, tasks_cpu_s(thread_times(s0, 0), thread_times(s1, 0))), thread_cpu)
     return ok, wall, runnable, cpu
-
-
-def tasks_cpu_s(before: dict[tuple[int, int], int] | None, after: dict[tuple[int, int], int] | None) -> float:
-    """CPU seconds of every task of a `schedstats` reading between two readings (a task first seen in `after`
-    from zero: it started in between).
-
-    Why beside the cgroup's own counter: the kernel adds a task's time to its cgroup's counter at scheduler
-    ticks and switches, so a task that runs through a block shorter than a tick (4 ms at 250 Hz) may show none
-    of it there, while /proc/<tid>/schedstat brings a running task's time up to date when read. Blocks of a
-    fast kernel last about a millisecond, and a helper busy four-fifths of the time was missed in most of them
-    (`tests/adversarial/process_from_init.py`). The cgroup's counter still holds what tasks that ended in the
-    block used; the larger of the two is taken."""
-    if before is None or after is None:
-        return 0.0
-    return sum(max(0, ns - before.get(key, 0)) for key, ns in after.items()) / 1e9
 
 
 def _known(values: list[float | None]) -> tuple[float, ...]:
