@@ -32,6 +32,8 @@ CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 LOSS_NORMS = ("dr_grpo", "grpo", "dapo")
 IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
 VLLM_MODES = ("colocate", "server")
+FULL_FT_RL_RATE = 2e-6
+"""Kevin-32B's RL learning rate (full fine-tuning; arXiv 2507.11948): the base of the LoRA rule."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,16 @@ class SFTConfig:
     """From trajectories: keep only correct turns at least this fast (1.0: only kernels faster than eager)."""
     device: str = "cpu"
     """Where the model trains (`cpu` or `cuda`), and which kernels the prompts ask for."""
+    dtype: str = "float32"
+    """`float32`, or `bfloat16`: on a GPU, bf16 autocast over fp32 master weights (a LoRA base stays bf16,
+    frozen; train/precision.py)."""
+    lora_rank: int = 0
+    """LoRA rank via peft on every linear layer (0: full fine-tuning). The learning rate of a LoRA run is
+    ~10x full fine-tuning's (train/precision.py)."""
+    lora_alpha: int = 32
+    """LoRA scaling numerator."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (long examples of a large model on one GPU)."""
     hardware: str = "CPU (one thread)"
     """Hardware named in the prompts (must match what training and benchmarks will say)."""
     prompt_style: str = "full"
@@ -190,9 +202,11 @@ class TrainConfig:
     device: str = "cpu"
     """Where the trainer runs and which kernels are asked for (`cpu`: C++ kernels; `cuda`: CUDA kernels)."""
     dtype: str = "float32"
-    """Trainer weights dtype (`float32` or `bfloat16`)."""
+    """`float32`, or `bfloat16`: on a GPU, bf16 autocast over fp32 master weights, so updates of ~1e-5 are not
+    rounded away (a LoRA base stays bf16, frozen; train/precision.py)."""
     lora_rank: int = 0
-    """LoRA rank via peft (0: full fine-tuning)."""
+    """LoRA rank via peft (0: full fine-tuning). Its learning rate is ~10x full fine-tuning's (Schulman et al.,
+    "LoRA Without Regret", 2025; train/precision.py): a LoRA run below 3x the full rate (2e-6) is warned of."""
     lora_alpha: int = 32
     """LoRA scaling numerator."""
     sampling: SamplingConfig = field(default_factory=lambda: SamplingConfig(temperature=0.9, max_tokens=16384))
@@ -435,6 +449,15 @@ def validate_train(config: TrainConfig) -> None:
         raise ValueError("trajectories × turns must be >= 2 (a group of one sample has no advantage)")
     if config.vllm_mode not in VLLM_MODES:
         raise ValueError(f"vllm_mode must be one of {VLLM_MODES}, got {config.vllm_mode!r}")
+    from train.precision import DTYPES, check_lora_rate
+
+    if config.dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {config.dtype!r}")
+    warning = check_lora_rate(config.lora_rank, config.learning_rate, FULL_FT_RL_RATE)
+    if warning:
+        import logging
+
+        logging.getLogger(__name__).warning(warning)
     if not (0 <= config.eps_low < 1 and config.eps_high >= 0):
         raise ValueError(f"clip range needs 0 <= eps_low < 1 and eps_high >= 0, got {config.eps_low}, {config.eps_high}")
     if config.optimizer not in ("adamw", "sgd"):

@@ -114,8 +114,10 @@ def load_model(config: TrainConfig) -> tuple[Any, Any, Any]:
     """The policy, the trainer's tokenizer and the rollout's own tokenizer (see MultiTurnRollout)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[config.dtype]
-    model = AutoModelForCausalLM.from_pretrained(config.model, dtype=dtype)
+    from train.precision import load_dtype
+
+    # fp32 master weights for what trains (bf16 autocast does the arithmetic); a LoRA base stays as configured
+    model = AutoModelForCausalLM.from_pretrained(config.model, dtype=load_dtype(config.dtype, config.lora_rank))
     toks = [AutoTokenizer.from_pretrained(config.model) for _ in range(2)]
     for tok in toks:
         if tok.pad_token_id is None:

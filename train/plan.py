@@ -2,10 +2,10 @@
 loads (no GPU needed).
 
 The memory table is an estimate with its assumptions stated, for deciding a layout, not a promise:
-- weights in the trainer's dtype; LoRA adapters, their gradients and AdamW's two moments in fp32 (peft keeps
-  adapters in fp32 under a bf16 base); full fine-tuning in bf16 keeps an fp32 master copy as well (AdamW on
-  bf16 weights rounds updates of ~1e-5 away); ZeRO-3 and FSDP divide weights, gradients, master and optimizer
-  state by the training GPUs;
+- a LoRA base in the trainer's dtype; LoRA adapters, their gradients and AdamW's two moments in fp32 (peft
+  keeps adapters in fp32 under a bf16 base); full fine-tuning in bf16 trains fp32 master weights
+  (train/precision.py: fp32 weights under bf16 autocast, or, under ZeRO-3 / FSDP, bf16 weights with the fp32
+  copy in the optimizer), which divide, with gradients and optimizer state, by the training GPUs;
 - activations of one micro-batch of one sample (prompt budget + completion tokens), with flash attention:
   34 × tokens × hidden bytes per layer (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
   Transformer Models", table 2, without the attention-score term), all layers without gradient checkpointing,
@@ -114,7 +114,10 @@ def memory(config: Any, layout: Layout, shape: ModelShape, gpu_gib: float) -> Me
     shards = layout.training_processes if layout.sharding in ("zero3", "fsdp") else 1
     lora = config.lora_rank > 0
     trainable = lora_params(shape, config.lora_rank) if lora else shape.params
+    if not lora and wbytes == 2 and shards == 1:
+        wbytes = 4  # trainable weights load in fp32 and train under bf16 autocast: they are the masters
     weights = shape.params * wbytes / shards
+    # ZeRO-3 / FSDP hold bf16 weights and the fp32 copy in the optimizer (train/precision.py)
     master = 0.0 if lora or wbytes == 4 else trainable * 4 / shards
     grads = trainable * (4 if lora else wbytes) / shards
     optim = trainable * 8 / shards
@@ -130,7 +133,8 @@ def memory(config: Any, layout: Layout, shape: ModelShape, gpu_gib: float) -> Me
     what = "LoRA r%d: %.0fM trainable" % (config.lora_rank, trainable / 1e6) if lora else "full fine-tuning"
     shard_note = f" / {shards} ({layout.sharding})" if shards > 1 else ""
     update = (MemoryRow("weights", weights / GIB, f"{shape.params / 1e9:.1f}B × {wbytes} B{shard_note}"),
-              MemoryRow("fp32 master weights", master / GIB, "bf16 training keeps fp32 masters" if master else "not needed"),
+              MemoryRow("fp32 master weights", master / GIB, "bf16 training keeps fp32 masters" if master else
+                        "the weights are the masters (fp32, bf16 autocast)" if not lora and wbytes == 4 else "not needed"),
               MemoryRow("gradients", grads / GIB, what + shard_note),
               MemoryRow("AdamW state", optim / GIB, "two fp32 moments" + shard_note),
               MemoryRow("activations", acts / GIB, acts_note),

@@ -29,6 +29,7 @@ from typing import Any
 
 from agent.prompts import PromptSettings, build_messages
 from train.config import SFTConfig, save_config
+from train.precision import autocast_bf16
 
 
 @dataclass(frozen=True)
@@ -149,12 +150,25 @@ def load_examples(config: SFTConfig) -> list[Example]:
     return trajectory_examples(config.data, config.only_correct, config.min_speedup)
 
 
+def lora_config(config: SFTConfig) -> Any:
+    """peft's LoraConfig over every linear layer, or None for full fine-tuning."""
+    if config.lora_rank <= 0:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(r=config.lora_rank, lora_alpha=config.lora_alpha, target_modules="all-linear", task_type="CAUSAL_LM")
+
+
 def build_model(config: SFTConfig, examples: list[Example]) -> tuple[Any, Any]:
     """A fresh tiny Qwen3 whose tokenizer is trained on the examples' texts, or a local checkpoint."""
     if config.model != "tiny":
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        return AutoModelForCausalLM.from_pretrained(config.model), AutoTokenizer.from_pretrained(config.model)
+        from train.precision import load_dtype
+
+        # fp32 master weights for what trains (train/precision.py); transformers would load the checkpoint's bf16
+        model = AutoModelForCausalLM.from_pretrained(config.model, dtype=load_dtype(config.dtype, config.lora_rank))
+        return model, AutoTokenizer.from_pretrained(config.model)
     from train.tiny_model import TinyModelConfig, build_tiny
 
     texts = [m["content"] for e in examples for m in e.prompt] + [e.answer for e in examples]
@@ -291,13 +305,16 @@ def main(config: SFTConfig, say=print) -> SFTResult:
                      per_device_train_batch_size=config.batch_size, learning_rate=config.learning_rate,
                      lr_scheduler_type=config.lr_schedule, warmup_steps=0, logging_steps=1, save_strategy="no",
                      report_to="none", use_cpu=config.device == "cpu", seed=config.seed, max_length=config.max_length,
-                     completion_only_loss=True, dataloader_num_workers=0, disable_tqdm=True, bf16=False)
+                     completion_only_loss=True, dataloader_num_workers=0, disable_tqdm=True,
+                     bf16=autocast_bf16(config.dtype, config.device), gradient_checkpointing=config.gradient_checkpointing)
     target = floor + config.target_loss if config.target_loss > 0 else 0.0
     stopper = _stop_callback(target, config.loss_window, log_path)
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list([rows[i] for i in kept]),
-                         processing_class=tokenizer, callbacks=[stopper])
+                         processing_class=tokenizer, callbacks=[stopper], peft_config=lora_config(config))
     trainer.train()
     model = trainer.model
+    if config.lora_rank > 0:  # one folder the hf backend and the RL run load as they are: adapters merged in
+        model = model.merge_and_unload()
     model.eval()
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
