@@ -44,6 +44,7 @@ from train.generation import generation_policy
 from train.layout import Layout, check_launch, evaluation_gpus, launched_sharding
 from train.layout import resolve as resolve_layout
 from train.multiturn_rollout import MultiTurnRollout, scoring_of
+from train.saving import save_final
 from train.trainer import make_callbacks, make_trainer_class
 from train.trl_args import batch_shape, grpo_args, world_size_of_launch
 
@@ -192,13 +193,7 @@ def main(config: TrainConfig, *, resume: bool = False, rollout: Any = None, say:
         if close:
             close()
     final = os.path.join(out, "final")
-    unwrapped = trainer.accelerator.unwrap_model(trainer.model)
-    if config.lora_rank > 0:
-        unwrapped = unwrapped.merge_and_unload()
-    if is_main:
-        unwrapped.save_pretrained(final)
-        tokenizer.save_pretrained(final)
-    trainer.accelerator.wait_for_everyone()
+    save_final(trainer, tokenizer, final, config.lora_rank, config.lora_alpha)  # every rank: the gather is a collective
     done = trainer.state.global_step // config.grad_steps_per_batch
     talk(f"trained {done} steps -> {out}")
     return TrainResult(out_dir=out, steps_done=done, final_dir=final, wall_s=time.perf_counter() - t_start)
