@@ -32,4 +32,4 @@ if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/
     echo "install.sh: chromium missing; the browser test of kernel-agent view will be skipped" >&2
   fi
 fi
-python3 -m pip install -q --disable-pip-version-check -e '.[dev]'
+python3 -m pip install -q --disable-pip-version-check -e '.[dev]' -c constraints/cpu.txt
