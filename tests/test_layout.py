@@ -193,3 +193,38 @@ def test_plan_memory_grows_past_the_gpu_and_says_which_setting(tmp_path):
     assert s.layers == 2 and s.head_dim == 16 and s.params == 2 * (64 * 16 * 8 + 64 * 64 + 3 * 64 * 128) + 2 * 100 * 64
     with pytest.raises(ValueError, match="no shape known"):
         shape_of("someone/unknown-model")
+
+
+def test_every_accelerate_config_loads_and_builds_its_plugin():
+    """What `accelerate launch --config_file` reads: each file parses as accelerate's own config, its sharding
+    plugin is built from its values, a DeepSpeed config's package is in the gpu extra (launching without it
+    raised ImportError), and each preset's header launches the config its layout's sharding names."""
+    import tomllib
+
+    from accelerate.commands.config.config_args import ClusterConfig
+    from accelerate.utils import DeepSpeedPlugin, FullyShardedDataParallelPlugin
+
+    from train.config import CONFIGS_DIR
+
+    extras = tomllib.loads((CONFIGS_DIR.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    kinds = {}
+    for path in sorted((CONFIGS_DIR / "accelerate").glob("*.yaml")):
+        cfg = ClusterConfig.from_yaml_file(str(path))
+        kind = str(cfg.distributed_type).split(".")[-1]
+        kinds[path.name] = kind
+        if kind == "DEEPSPEED":
+            ds = cfg.deepspeed_config
+            plugin = DeepSpeedPlugin(zero_stage=ds["zero_stage"], zero3_init_flag=ds["zero3_init_flag"],
+                                     zero3_save_16bit_model=ds["zero3_save_16bit_model"])
+            assert plugin.zero_stage == 3 and ds["zero3_save_16bit_model"]  # final/ gathers 16-bit weights
+            assert any(d.startswith("deepspeed==") for d in extras["gpu"])
+        elif kind == "FSDP":
+            fs = cfg.fsdp_config
+            plugin = FullyShardedDataParallelPlugin(fsdp_version=fs["fsdp_version"], state_dict_type=fs["fsdp_state_dict_type"])
+            assert plugin.fsdp_version == 2 and "FULL_STATE_DICT" in str(plugin.state_dict_type)
+    assert kinds == {"ddp.yaml": "MULTI_GPU", "deepspeed-zero3.yaml": "DEEPSPEED", "fsdp2.yaml": "FSDP"}
+    want = {"none": "MULTI_GPU", "zero3": "DEEPSPEED", "fsdp": "FSDP"}
+    for name in ("qwen3-8b-8gpu", "qwq-32b-multinode"):
+        head = (CONFIGS_DIR / f"{name}.yaml").read_text().splitlines()[0]
+        launched = head.split("--config_file configs/accelerate/")[1].split()[0]
+        assert kinds[launched] == want[preset(name).layout.sharding], (name, launched)
