@@ -203,8 +203,10 @@ ATTACKS = [
     Attack("slow_warmup_skip.py", statuses=(INCORRECT,), feedback=("during timing",), overrides=dict(timing_trials=100)),
     Attack("inplace_timing.py", statuses=(INCORRECT,), feedback=("modified in place",)),
     # A check seen (the gap while its output leaves) says nothing about the next call: positions drawn per trial.
-    Attack("skip_after_check.py", static_flags=("static:forbidden_import",), statuses=(INCORRECT,),
-           feedback=("during timing",), overrides=dict(timing_trials=100, timing_checks=30)),
+    # Skipping is caught with the chance a check lands on a skipped call; a run that skipped little can pass
+    # (seen once on a fresh clone: correct at 0.19x), so the bound is on credit, not on the status alone.
+    Attack("skip_after_check.py", static_flags=("static:forbidden_import",), statuses=(INCORRECT, CORRECT),
+           overrides=dict(timing_trials=100, timing_checks=30), max_speedup=0.5),
     # MKL's sgemm_ found through dl_iterate_phdr and libtorch_cpu's symbol table: judged by which code ran.
     Attack("cpp_found_blas.py", task="linear", flags=("dynamic:library_compute",)),
     Attack("python_ctypes_blas.py", task="linear", static_flags=("static:forbidden_import",),
@@ -329,7 +331,7 @@ def test_runtime_defences(attack, build_cache_dir):
     cfg = config(build_cache_dir, static_checks=not attack.static_flags, **attack.overrides)
     result = evaluate(TASKS[attack.task], source(attack.file), cfg)
     assert result.status in attack.statuses, describe(result)
-    if attack.max_speedup:
+    if attack.max_speedup and result.status == CORRECT:  # correct allowed: no credit beyond the bound
         assert 0.0 < result.speedup <= attack.max_speedup, describe(result)
         assert "suspicious_speedup" not in result.flags, describe(result)
     else:
