@@ -55,6 +55,14 @@ def stop_load(procs: list[subprocess.Popen]) -> None:
         p.wait()
 
 
+def rss_mib() -> float:
+    """This process's resident set (the harness parent's: it holds every output it compares), MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 def config_for(task_id: str, args: argparse.Namespace) -> EvalConfig:
     # as scripts/check_solutions.py: some fp32 references are themselves out of tolerance on other distributions
     extra = 0 if task_id in SCALED_INPUTS_UNRELIABLE else EvalConfig().extra_distribution_trials
@@ -71,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="evaluations at once (default 1)")
     ap.add_argument("--only", default="", help="solutions whose task id contains this")
     ap.add_argument("--timing-trials", type=int, default=0, help="override EvalConfig.timing_trials")
-    ap.add_argument("--json", default="", help="write every result row here")
+    ap.add_argument("--json", default="", help="write every result row here, one JSON object per line as it comes")
     args = ap.parse_args(argv)
 
     tasks = {t.id: t for t in load_builtin()}
@@ -105,15 +113,19 @@ def main(argv: list[str] | None = None) -> int:
         r = run_stage(staged[tid])
         bad = [f for f in r.flags if f not in ("suspicious_speedup", "above_roofline")]  # informational flags
         row = {"i": i, "task": tid, "status": r.status, "flags": list(r.flags), "speedup": round(r.speedup, 3),
-               "rejected": r.status != "correct" or bool(bad)}
+               "rejected": r.status != "correct" or bool(bad), "parent_rss_mib": round(rss_mib())}
         if row["rejected"]:
             row["feedback"] = r.feedback[:600]
         return row
 
+    sink = open(args.json, "w") if args.json else None  # rows as they come: a killed run keeps what it measured
     try:
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
             for row in pool.map(one, enumerate(plan)):
                 rows.append(row)
+                if sink:
+                    sink.write(json.dumps(row) + "\n")
+                    sink.flush()
                 if row["rejected"]:
                     counts[f"status:{row['status']}"] += 1
                     for f in row["flags"]:
@@ -123,12 +135,12 @@ def main(argv: list[str] | None = None) -> int:
                           f"    {row['feedback'].strip().splitlines()[0] if row['feedback'].strip() else ''}", flush=True)
                 else:
                     print(f"[{row['i'] + 1}/{args.n}] {row['task']}: correct, {row['speedup']}x; {time.time() - t0:.0f} s, "
-                          f"{sum(r['rejected'] for r in rows)} rejected so far", flush=True)
+                          f"{sum(r['rejected'] for r in rows)} rejected so far; parent RSS {row['parent_rss_mib']} MiB", flush=True)
     finally:
         stop_load(load)
+        if sink:
+            sink.close()
     rejected = sum(r["rejected"] for r in rows)
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
     print(f"\n{len(rows)} evaluations of {len(order)} reference solutions under {args.load:g}x load "
           f"in {time.time() - t0:.0f} s")
     for key, n in sorted(counts.items()):

@@ -225,6 +225,29 @@ def test_report_frames_keep_order_and_refuse_anything_else():
     assert "bad header" in report.parse(forged).problem
 
 
+def test_check_calls_keep_only_argument_digests_and_a_sent_string_is_no_digest():
+    """The parent keeps a check call's arguments as their digests (memory: `verdict._candidate_calls`); a frame
+    that sends the expected digest itself, as a string, in place of the tensor is judged as changed inputs."""
+    import io
+    from types import SimpleNamespace
+
+    from kernelbench.harness import report, verdict
+    from kernelbench.harness.child.outputs import tensor_digest
+
+    x = torch.arange(6.0)
+
+    def frames_with(after):
+        buf = io.BytesIO()
+        torch.save({"outputs": [x * 2], "inputs_after": [after]}, buf)
+        return report.Frames(payloads={"check/0": memoryview(buf.getvalue())})
+
+    ref = SimpleNamespace(outputs=[], timing_outputs=[], check_outputs=[[x * 2]])
+    honest = verdict._candidate_calls(frames_with(x.clone()), ref)["checks"][0]
+    assert honest.inputs_after == [tensor_digest(x)] and compare.inputs_match([tensor_digest(x)], honest.inputs_after) == ""
+    forged = verdict._candidate_calls(frames_with(tensor_digest(x)), ref)["checks"][0]
+    assert forged.inputs_after == [None] and "input 0" in compare.inputs_match([tensor_digest(x)], forged.inputs_after)
+
+
 def test_frames_written_by_the_candidate_void_its_report(pycfg):
     """A candidate that writes a forged report into every pipe it can find, at import, before the harness's
     own frames: the parent sees frames out of sequence and rejects it."""

@@ -182,6 +182,7 @@ def inputs_match(digests: list[str | None], after: list[Any]) -> str:
         if want is None:
             continue
         a = after[i] if i < len(after) else None
-        if not isinstance(a, torch.Tensor) or tensor_digest(a) != want:
+        got = tensor_digest(a) if isinstance(a, torch.Tensor) else a  # a digest already (`verdict._candidate_calls`)
+        if not isinstance(got, str) or got != want:
             return f"input {i} was modified in place or replaced (inputs must be left unchanged)"
     return ""

@@ -8,8 +8,11 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
+import torch
+
 from kernelbench.harness import build_manifest, code_check, paired, profiling, protocol, report, sandbox
 from kernelbench.harness.child import op_policy
+from kernelbench.harness.child.outputs import tensor_digest
 from kernelbench.harness.children import not_started
 from kernelbench.harness.compare import Comparison, compare_outputs, inputs_match, inputs_unchanged
 from kernelbench.harness.config import EvalConfig
@@ -99,7 +102,12 @@ def _candidate_calls(frames: report.Frames, ref: Reference) -> dict[str, Any]:
     for key, label, n in (("timing", "verify", n_timing), ("checks", "check", n_checks)):
         for i in range(n):
             present = f"{label}/{i}" in frames.payloads
-            cand[key].append(protocol.CallRecord.from_dict(frames.tensors(f"{label}/{i}")) if present else None)
+            call = protocol.CallRecord.from_dict(frames.tensors(f"{label}/{i}")) if present else None
+            if call is not None and key == "checks":  # judged by digest (`inputs_match`): keep the digest alone;
+                # anything sent that is no tensor (a string passed off as a digest) becomes None, which fails
+                call = replace(call, inputs_after=[tensor_digest(a) if isinstance(a, torch.Tensor) else None
+                                                   for a in call.inputs_after])
+            cand[key].append(call)
     return cand
 
 
