@@ -243,6 +243,7 @@ ATTACKS = [
            statuses=(RUNTIME_ERROR,), feedback=("No space left on device",), overrides=dict(tmpfs_mb=256)),
     Attack("compile_memory_hog.py", statuses=(COMPILE_ERROR,), overrides=dict(cgroup_memory_mb=1536)),
     Attack("process_from_init.py", static_flags=("static:forbidden_import",), flags=("dynamic:parallel_work",)),
+    Attack("process_busy_throughout.py", static_flags=("static:forbidden_import",), flags=("dynamic:parallel_work",)),
     # Triton (kernelbench.harness.triton_kernels): on CPU the kernels run under Triton's interpreter.
     Attack("triton_torch_beside.py", flags=("dynamic:torch_compute_op",)),
     Attack("triton_output_ignored.py", flags=("dynamic:torch_compute_op",), slow=True),
