@@ -18,22 +18,66 @@ def chat_ids(tokenizer: Any, conversation: Any) -> list[int]:
 
 
 class TRLVLLMPolicy:
-    """`agent.policy.Policy` over TRL's vLLM integration (colocate or server): TRL syncs the trainer's weights
-    into vLLM before each rollout (LoRA merged first, prefix cache reset). Every rank must make the same
-    number of calls (server mode gathers prompts across ranks): each rank rolls out as many tasks."""
+    """`agent.policy.Policy` over TRL's vLLM integration (colocate or server), for one rollout
+    (`generation_policy`).
+
+    In server mode TRL's `generate` is a collective: it gathers every rank's prompts, the main process asks the
+    server, and each rank keeps the slice at `process_index * len(prompts)`. So every rank must call it the same
+    number of times with the same number of prompts, which a multi-turn rollout does not do by itself (a task
+    drawn twice on one rank, trajectories that stop early, a resume that skips logged groups). Here each call
+    is a round: the ranks first agree on the largest prompt count (an all-gather of counts), every rank pads to
+    it with copies of a prompt, and `finish` keeps a rank that is done answering rounds (with filler prompts)
+    until every rank is done. The padding costs generation only when ranks are uneven. Colocated vLLM with
+    `vllm_tensor_parallel_size` > 1 gathers within its group alike; rounds over the whole world cover it."""
 
     def __init__(self, trainer: Any, tokenizer: Any):
         self.trainer, self.tokenizer = trainer, tokenizer
+        vg = trainer.vllm_generation
+        # colocated vLLM with tensor parallelism gathers and slices prompts the same way within its group
+        self.collective = trainer.accelerator.num_processes > 1 and (
+            vg.mode == "server" or int(getattr(vg, "tensor_parallel_size", 1) or 1) > 1)
+        self.filler: list[int] = []
+        self.rounds = 0
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _agree(self, count: int, done: bool = False) -> tuple[int, bool]:
+        """This round's largest prompt count over the ranks, and whether every rank is done (`finish`)."""
+        from accelerate.utils import gather_object
+
+        said = gather_object([(count, done)])
+        return max(c for c, _ in said), all(d for _, d in said)
+
+    def _generate_ids(self, ids: list[list[int]]) -> tuple[list, list]:
+        if self.collective:
+            target, _ = self._agree(len(ids))
+            self.rounds += 1
+            padded = ids + [ids[0] if ids else self._filler()] * (target - len(ids))
+        else:
+            padded = ids
+        if not padded:
+            return [], []
+        _, completion_ids, logprobs, _ = self.trainer.vllm_generation.generate(padded, None, 1)
+        completion_ids = list(completion_ids)[:len(ids)]
+        if logprobs is None:  # not asked of vLLM: unknown, NaN below
+            return completion_ids, [[None] * len(c) for c in completion_ids]
+        return completion_ids, list(logprobs)[:len(ids)]
+
+    def _filler(self) -> list[int]:
+        """A prompt to pad a round with: the first this rank sent, or a one-message conversation."""
+        if not self.filler:
+            self.filler = chat_ids(self.tokenizer, [{"role": "user", "content": "."}])
+        return self.filler
 
     def generate(self, prompts: list, sampling: Any) -> list:
         from agent.policy import Completion
 
         t0 = time.perf_counter()
         ids = [chat_ids(self.tokenizer, p) for p in prompts]
-        _, completion_ids, logprobs, _ = self.trainer.vllm_generation.generate(ids, None, 1)
+        if ids and not self.filler:
+            self.filler = ids[0]
+        completion_ids, logprobs = self._generate_ids(ids)
         elapsed = time.perf_counter() - t0
         eos = self.tokenizer.eos_token_id
         return [Completion(text=self.tokenizer.decode(c, skip_special_tokens=True), token_ids=tuple(c),
@@ -42,13 +86,57 @@ class TRLVLLMPolicy:
                            generate_s=elapsed)
                 for p, c, lps in zip(ids, completion_ids, logprobs)]
 
+    def finish(self) -> None:
+        """Server mode: answer the other ranks' rounds until every rank is done (see the class)."""
+        if not self.collective:
+            return
+        while True:
+            target, all_done = self._agree(0, done=True)
+            if all_done:
+                return
+            self.rounds += 1
+            if target:  # every rank skips a round of no prompts alike (`_generate_ids`)
+                self.trainer.vllm_generation.generate([self._filler()] * target, None, 1)
+
+
+@contextlib.contextmanager
+def vllm_rollout(trainer: Any):
+    """One rollout's vLLM state: weights synced at most once, and kept awake for every call.
+
+    Why: TRL syncs the weights once per step before calling the rollout function, but in colocate mode with
+    sleep mode its `generate` puts the engine to sleep at level 2 after every call (the weights are discarded)
+    and pushes all the weights again on the next one: T turns x waves full syncs per step. Here the engine is
+    woken once, TRL's per-call sleep is held off for the rollout, and it sleeps once at the end. A rollout that
+    finds the weights asleep or a step TRL has not synced (held-out evaluation from a callback) syncs them
+    first, and records the step as TRL does (`_last_loaded_step`) so TRL does not sync again."""
+    vg = trainer.vllm_generation
+    sleeps = vg.mode == "colocate" and bool(vg.enable_sleep_mode)
+    step = trainer.state.global_step
+    if getattr(trainer, "_last_loaded_step", None) != step or (sleeps and getattr(vg, "_llm_weights_sleeping", False)):
+        vg.sync_weights()  # a collective in server mode and under ZeRO-3 / FSDP: every rank is here at this step
+        vg._llm_weights_sleeping = False
+        trainer._last_loaded_step = step
+    if sleeps:
+        vg.llm.wake_up(tags=["kv_cache"])
+        vg.enable_sleep_mode = False  # TRL's generate neither wakes nor sleeps the engine while this holds
+    try:
+        yield
+    finally:
+        if sleeps:
+            vg.enable_sleep_mode = True
+            vg.llm.sleep(level=2)
+            vg._llm_weights_sleeping = True
+
 
 @contextlib.contextmanager
 def generation_policy(trainer: Any, tokenizer: Any, backend: str):
     """The policy a rollout samples from: the trainer's current weights (transformers `generate`, unwrapped
     from DDP/FSDP/ZeRO-3) or TRL's vLLM engine."""
     if backend == "vllm":
-        yield TRLVLLMPolicy(trainer, tokenizer)
+        with vllm_rollout(trainer):
+            policy = TRLVLLMPolicy(trainer, tokenizer)
+            yield policy
+            policy.finish()  # not on an exception: a rank that failed stops the run, and its peers with it
         return
     from agent.hf_backend import HFPolicy
     from trl.models import unwrap_model_for_generation
