@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+
 from train import sft
 from train.config import SFTConfig
 from train.warm_start import warm_start_key
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_key_changes_with_the_examples_and_with_the_settings(monkeypatch):
@@ -38,3 +42,24 @@ def test_key_of_the_cpu_tiny_preset_reads_its_real_examples():
     config = load_config(SFTConfig, "cpu-tiny", "sft")
     assert sft.load_examples(config)  # the key hashes these prompts and answers
     assert len(warm_start_key(config)) == 16
+
+
+def test_a_rank_of_a_launch_trains_the_warm_start_outside_the_launchs_process_group(monkeypatch, tmp_path):
+    """Under torchrun the rank that takes the lock trains the warm start; in its own process the SFT trainer
+    read WORLD_SIZE 2 and waited for a peer that waited on the lock (a deadlock). Trained in a process of its
+    own, without the launch's variables, it finishes and the folder is marked done."""
+    from train import warm_start
+    from train.config import TrainConfig
+
+    text = open(os.path.join(ROOT, "configs", "cpu-tiny.yaml")).read()
+    sft = text[text.index("sft:"):text.index("train:")]
+    sft = sft.replace("max_steps: 480", "max_steps: 3").replace("check_samples: 8", "check_samples: 0")
+    preset = tmp_path / "tiny.yaml"
+    preset.write_text(sft)
+    monkeypatch.setattr(warm_start, "WARM_START_CACHE", str(tmp_path / "cache"))
+    for k, v in {"WORLD_SIZE": "2", "RANK": "1", "LOCAL_RANK": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "9"}.items():
+        monkeypatch.setenv(k, v)
+    lines: list[str] = []
+    config = warm_start.ensure_warm_start(str(preset), TrainConfig(), say=lines.append)
+    assert os.path.exists(os.path.join(config.model, "done.json")) and os.path.exists(os.path.join(config.model, "config.json"))
+    assert any("sft: 3 steps" in line for line in lines), lines[-5:]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -51,8 +53,43 @@ def ensure_warm_start(preset: str, config: TrainConfig, say=print) -> TrainConfi
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (Path(out) / "done.json").exists():
             say(f"warm start: training {sft_config.model} on {sft_config.data} -> {out}")
-            result = sft.main(replace(sft_config, out=out), say=say)
-            (Path(out) / "done.json").write_text(json.dumps(result.__dict__))
+            if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+                result = _train_alone(preset, out, say)
+            else:
+                result = sft.main(replace(sft_config, out=out), say=say).__dict__
+            (Path(out) / "done.json").write_text(json.dumps(result))
         else:
             say(f"warm start: reusing {out}")
     return replace(config, model=out)
+
+
+DISTRIBUTED_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR",
+                   "MASTER_PORT", "TORCHELASTIC_RUN_ID", "ACCELERATE_USE_DEEPSPEED", "ACCELERATE_USE_FSDP")
+
+
+def _train_alone(preset: str, out: str, say) -> dict:
+    """The SFT stage in a process of its own, outside the launch's process group.
+
+    Why: under torchrun one rank trains the warm start while the others wait on the lock; trained in that
+    rank's process, the SFT trainer read the launch's WORLD_SIZE, waited for the other ranks to join its
+    process group, and they waited for the lock: a deadlock on every 2-process run whose warm start was not
+    cached yet."""
+    env = {k: v for k, v in os.environ.items() if k not in DISTRIBUTED_ENV}
+    code = ("import json, sys; from dataclasses import replace; from train import sft; "
+            "from train.config import SFTConfig, load_config; "
+            "r = sft.main(replace(load_config(SFTConfig, sys.argv[1], 'sft'), out=sys.argv[2])); "
+            "print('WARM_START_RESULT ' + json.dumps(r.__dict__))")
+    root = str(Path(__file__).resolve().parents[1])
+    proc = subprocess.Popen([sys.executable, "-u", "-c", code, preset, out], cwd=root, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    result, tail = {}, []
+    for line in proc.stdout:  # its progress as it comes
+        line = line.rstrip("\n")
+        if line.startswith("WARM_START_RESULT "):
+            result = json.loads(line.partition(" ")[2])
+        else:
+            say(line)
+            tail = (tail + [line])[-40:]
+    if proc.wait() != 0 or not result:
+        raise RuntimeError(f"warm start training failed (exit {proc.returncode}):\n" + "\n".join(tail))
+    return result
