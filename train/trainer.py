@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any, Callable
 
 import torch
@@ -66,8 +67,10 @@ def make_callbacks(config: TrainConfig, out_dir: str, eval_fn: Callable[[Any], N
 
         def __init__(self):
             self.logger: MetricsLogger | None = None
+            self.last_row_at = time.perf_counter()
 
         def on_train_begin(self, args, state, control, **kw):
+            self.last_row_at = time.perf_counter()
             if state.is_world_process_zero:
                 self.logger = MetricsLogger(out_dir, tensorboard=config.tensorboard, trackers=config.trackers,
                                             run_config=to_dict(config))
@@ -92,6 +95,8 @@ def make_callbacks(config: TrainConfig, out_dir: str, eval_fn: Callable[[Any], N
                     key = k if "/" in k and k.split("/")[0] in ("reward", "rollout", "perf", "loss", "eval") else \
                         TRL_RENAMES.get(k, f"trl/{k}")
                     row[key] = float(v)
+            now = time.perf_counter()  # the whole step: sync, rollout, update, and a held-out evaluation if due
+            row["perf/step_s"], self.last_row_at = now - self.last_row_at, now
             self.logger.log(state.global_step // g - 1, row)
             say(f"step {state.global_step // g - 1}: score {row.get('reward/mean_score', 0):.3f} "
                 f"correct {row.get('reward/correct_share', 0):.2f} loss {row.get('loss/policy', 0):.4g} "

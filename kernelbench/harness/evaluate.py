@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import ctypes
 import os
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -113,8 +114,12 @@ def run_stage(staged: Staged) -> EvalResult:
     own (the reference failed, a child could not start, the harness raised) is a `harness_error`."""
     if staged.decided is not None:
         return staged.decided
+    t0 = time.perf_counter()
     try:
-        return _run_stage(staged)
+        result = _run_stage(staged)
+        # the whole stage (the reference child, the slot, the comparison), not the run child's life alone: the
+        # figure a scheduler of evaluations needs (`scripts/simulate_step.py --from-run`)
+        return replace(result, run_s=time.perf_counter() - t0) if result.run_s > 0 else result
     except Exception as e:
         return harness_error(staged.task, staged.config, f"run stage raised {type(e).__name__}: {e}",
                              compiled=True, compile_s=staged.build.compile_s if staged.build else 0.0)
