@@ -204,8 +204,10 @@ ATTACKS = [
     Attack("inplace_timing.py", statuses=(INCORRECT,), feedback=("modified in place",)),
     # A check seen (the gap while its output leaves) says nothing about the next call: positions drawn per trial.
     # Skipping is caught with the chance a check lands on a skipped call; a run that skipped little can pass
-    # (seen once on a fresh clone: correct at 0.19x), so the bound is on credit, not on the status alone.
-    Attack("skip_after_check.py", static_flags=("static:forbidden_import",), statuses=(INCORRECT, CORRECT),
+    # (seen once on a fresh clone: correct at 0.19x), so the bound is on credit, not on the status alone. Its
+    # skipped calls leave the block's time unaccounted for, so `timing_inconsistent` (no credit) is a verdict
+    # too (seen once in a fresh clone's suite).
+    Attack("skip_after_check.py", static_flags=("static:forbidden_import",), statuses=(INCORRECT, CORRECT, REJECTED),
            overrides=dict(timing_trials=100, timing_checks=30), max_speedup=0.5),
     # MKL's sgemm_ found through dl_iterate_phdr and libtorch_cpu's symbol table: judged by which code ran.
     Attack("cpp_found_blas.py", task="linear", flags=("dynamic:library_compute",)),

@@ -185,7 +185,7 @@ def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_ch
                 if not cand_child.freeze():  # a tree the kernel cannot stop would run beside the reference
                     cand_child.thaw()
                     return Pairing(r, tuple(walls), FROZEN_FAILED, tuple(ref_walls))
-                ok, wall, run, cpu = _block(ref, ref_child, p.trials_per_block, checks[r])
+                ok, wall, run, cpu = _block(ref, ref_child, p.trials_per_block, checks[r], exact=True)
                 ref_walls.append(wall)
                 ref_run.append(run)
                 ref_cpu.append(cpu)
@@ -220,7 +220,9 @@ def _block(pipes: Pipes, child: sandbox.RunningChild, trials: int, checks: int =
     and a block lasts about a millisecond, so a helper process that never sleeps showed no CPU time in about
     three blocks of four and `parallel_work`'s median block saw nothing beside the timed thread
     (`tests/adversarial/process_busy_throughout.py`: `correct` 3 of 4). Freezing switches every task out,
-    which brings its time up to date; the freeze is outside the block's wall time."""
+    which brings its time up to date; the freeze is outside the block's wall time. Both sides are read so:
+    the readings then cover the same stretch of each child's work after `done` (the freeze lands while it
+    starts sending the block's check calls), and `unaccounted` compares like with like."""
     s0, cpu0 = _reading(child, exact)
     if s0 is FROZEN_FAILED:
         return False, 0.0, None, FROZEN_FAILED
