@@ -41,7 +41,8 @@ def load_latencies(path: str) -> Latencies:
     return Latencies(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items() if k in known})
 
 
-def shape_of_config(config, gpus: int, eval_gpus: int | None, compile_workers: int | None) -> StepShape:
+def shape_of_config(config, gpus: int, eval_gpus: int | None, compile_workers: int | None,
+                    processes: int = 1) -> StepShape:
     from train.layout import resolve
 
     ex = config.executor
@@ -49,7 +50,7 @@ def shape_of_config(config, gpus: int, eval_gpus: int | None, compile_workers: i
         config = replace(config, layout=replace(config.layout, eval_gpus=eval_gpus))
     cw = compile_workers or ex.compile_workers
     if config.device != "cuda":  # CPU: each rank's own run workers (timings must not collide within a rank)
-        ranks = max(1, int(os.environ.get("WORLD_SIZE", "1")))
+        ranks = max(1, processes)
         return StepShape(ranks=ranks, tasks_per_rank=-(-config.tasks_per_batch // ranks), trajectories=config.trajectories,
                          turns=config.turns, compile_workers=cw, run_slots=ex.run_workers, shared_run=False)
     layout = resolve(config, gpus)
@@ -157,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--from-run", default="", help="a finished run's folder: its measured latencies and step times")
     ap.add_argument("--eval-gpus", type=int, default=None, help="override layout.eval_gpus (Ray: the pool's GPUs)")
     ap.add_argument("--compile-workers", type=int, default=None, help="override executor.compile_workers")
+    ap.add_argument("--processes", type=int, default=1, help="a CPU preset's training processes (default 1)")
     ap.add_argument("--steps", type=int, default=200, help="simulated steps to average (default 200)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sweep", action="store_true", help="every training/timing split, and half/once/twice the compile workers")
@@ -177,8 +179,9 @@ def main(argv: list[str] | None = None) -> int:
 
     config = load_config(TrainConfig, args.config, "train")
     lat = load_latencies(args.latencies)
-    shape = shape_of_config(config, args.gpus, args.eval_gpus, args.compile_workers)
-    show(f"{args.config} on {args.gpus} GPU(s)", shape, summary(shape, lat, args.steps, args.seed))
+    shape = shape_of_config(config, args.gpus, args.eval_gpus, args.compile_workers, args.processes)
+    where = f"{args.gpus} GPU(s)" if config.device == "cuda" else f"CPU, {shape.ranks} process(es)"
+    show(f"{args.config} on {where}", shape, summary(shape, lat, args.steps, args.seed))
     if not args.sweep:
         return 0
     print(f"\nsweep (eval_wait_share under {args.target:.2f} marked *):")
@@ -187,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     for eval_gpus in range(1, args.gpus):
         for cw in sorted({max(1, base_cw // 2), base_cw, 2 * base_cw}):
             try:
-                sh = shape_of_config(config, args.gpus, eval_gpus, cw)
+                sh = shape_of_config(config, args.gpus, eval_gpus, cw, args.processes)
             except Exception as e:  # a split the layout refuses (e.g. no training GPU left)
                 print(f"  {args.gpus - eval_gpus:>5} {eval_gpus:>4} {cw:>7}  refused: {str(e)[:60]}")
                 continue

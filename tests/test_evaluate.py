@@ -246,6 +246,7 @@ def test_check_calls_keep_only_argument_digests_and_a_sent_string_is_no_digest()
     assert honest.inputs_after == [tensor_digest(x)] and compare.inputs_match([tensor_digest(x)], honest.inputs_after) == ""
     forged = verdict._candidate_calls(frames_with(tensor_digest(x)), ref)["checks"][0]
     assert forged.inputs_after == [None] and "input 0" in compare.inputs_match([tensor_digest(x)], forged.inputs_after)
+    assert "input 0" in compare.inputs_match([tensor_digest(x)], [tensor_digest(x)])  # a plain string is no Digest
 
 
 def test_frames_written_by_the_candidate_void_its_report(pycfg):

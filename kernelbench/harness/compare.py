@@ -170,6 +170,11 @@ def inputs_unchanged(before: list[Any], after: list[Any]) -> str:
     return ""
 
 
+class Digest(str):
+    """A tensor's digest the parent computed itself (`verdict._candidate_calls`); a plain string from a child's
+    frame is never one (`torch.load(weights_only=True)` builds no class of ours), so it cannot pass for it."""
+
+
 def inputs_match(digests: list[str | None], after: list[Any]) -> str:
     """Empty when every tensor argument after the call has the digest its inputs had before it (the reference
     child's `input_digests` of the same call's inputs); else which one changed.
@@ -182,7 +187,7 @@ def inputs_match(digests: list[str | None], after: list[Any]) -> str:
         if want is None:
             continue
         a = after[i] if i < len(after) else None
-        got = tensor_digest(a) if isinstance(a, torch.Tensor) else a  # a digest already (`verdict._candidate_calls`)
-        if not isinstance(got, str) or got != want:
+        got = tensor_digest(a) if isinstance(a, torch.Tensor) else a if isinstance(a, Digest) else None
+        if got is None or got != want:
             return f"input {i} was modified in place or replaced (inputs must be left unchanged)"
     return ""

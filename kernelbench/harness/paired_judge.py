@@ -5,7 +5,6 @@ paired speedup. `paired` runs the rounds; its docstring says why and how.
 
 from __future__ import annotations
 
-import math
 import statistics
 from typing import Any
 

@@ -14,7 +14,7 @@ from kernelbench.harness import build_manifest, code_check, paired, profiling, p
 from kernelbench.harness.child import op_policy
 from kernelbench.harness.child.outputs import tensor_digest
 from kernelbench.harness.children import not_started
-from kernelbench.harness.compare import Comparison, compare_outputs, inputs_match, inputs_unchanged
+from kernelbench.harness.compare import Comparison, Digest, compare_outputs, inputs_match, inputs_unchanged
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.reference import Reference
 from kernelbench.harness.result import CORRECT, HARNESS_ERROR, INCORRECT, REJECTED, RUNTIME_ERROR, TIMEOUT
@@ -105,7 +105,7 @@ def _candidate_calls(frames: report.Frames, ref: Reference) -> dict[str, Any]:
             call = protocol.CallRecord.from_dict(frames.tensors(f"{label}/{i}")) if present else None
             if call is not None and key == "checks":  # judged by digest (`inputs_match`): keep the digest alone;
                 # anything sent that is no tensor (a string passed off as a digest) becomes None, which fails
-                call = replace(call, inputs_after=[tensor_digest(a) if isinstance(a, torch.Tensor) else None
+                call = replace(call, inputs_after=[Digest(tensor_digest(a)) if isinstance(a, torch.Tensor) else None
                                                    for a in call.inputs_after])
             cand[key].append(call)
     return cand
