@@ -151,6 +151,7 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
                 Path(scratch, child_prebuild.PLAN_FILE).write_text(json.dumps(early))
             spec = sandbox.ChildSpec(
                 argv=launch.child_argv(scratch, prebuild=True), scratch_dir=scratch, cuda=config.device == "cuda",
+                worker=sandbox.WorkerEntry(scratch, prebuild=True) if config.warm_workers else None,
                 limits=child_limits(config, config.compile_timeout_s),  # as the run child's
                 binds=(build_bind,) + ((sandbox.Bind(pch_dir),) if pch_dir else ()),
                 env=env, pass_fds=(collector.write_fd,))

@@ -60,6 +60,7 @@ def child_spec(config: EvalConfig, scratch: str, job: protocol.ReferenceJob | pr
     if config.device == "cuda" and config.cuda_device:  # the run's own GPU, and no other (train.layout)
         env += (("CUDA_VISIBLE_DEVICES", config.cuda_device),)
     return sandbox.ChildSpec(argv=launch.child_argv(scratch), scratch_dir=scratch,
+                             worker=sandbox.WorkerEntry(scratch) if config.warm_workers else None,
                              limits=builder.child_limits(config, timeout_s or config.run_timeout_s, max_file_mb), binds=tuple(binds),
                              cuda=config.device == "cuda", env=env, pass_fds=pass_fds)
 

@@ -106,6 +106,11 @@ class EvalConfig:
     of candidates that are pure PyTorch on purpose (they prove the other checks hold by themselves)."""
     threads: int = 1
     """torch intra-op threads for reference and candidate on CPU (equal, so timing is fair)."""
+    warm_workers: bool = True
+    """Fork the compile, reference and run children from a warm worker that imported torch once
+    (`kernelbench.harness.warm_child`: the same sandbox, cgroup, uid and limits per child) instead of starting
+    an interpreter for each; only where the harness runs as root. Off: a fresh interpreter per child, as before
+    (`scripts/bench_harness.py --cold-workers` measures both)."""
     harness_error_limit: int = 3
     """An `Evaluator` stops (raises `HarnessBroken`, naming the cause) after this many `harness_error` results
     in a row, each already retried once: a broken judge must stop a job, not feed it verdicts."""

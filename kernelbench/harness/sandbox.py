@@ -43,108 +43,18 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
-from kernelbench.harness import bwrap, cgroups, process_tree
+from kernelbench.harness import bwrap, cgroups, process_tree, warm_child
+from kernelbench.harness.child_spec import (BWRAP, ENV_ALLOWED, PROGRESS_FD_ENV, RLIMITS, STARTED, TAIL_CHARS,  # noqa: F401 (re-exported)
+                                            UNTRUSTED, Bind, ChildOutcome, ChildSpec, Limits, WorkerEntry)
 from kernelbench.harness.slots import MAX_SLOTS, SLOT_UID_BASE, SlotLease, give_tree, make_scratch  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
-BWRAP = "bwrap"
-RLIMITS = "rlimits"
-TAIL_CHARS = 6000
-ENV_ALLOWED = ("LANG", "OMP_NUM_THREADS", "THP_MEM_ALLOC_ENABLE", "GLIBC_TUNABLES", "KMP_BLOCKTIME", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "TORCH_EXTENSIONS_DIR",
-               "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "NVIDIA_TF32_OVERRIDE", "CUPY_CACHE_DIR", "CUPY_CACHE_SAVE_CUDA_SOURCE",
-               "TRITON_INTERPRET", "TRITON_CACHE_DIR")
-
 
 class SandboxUnavailable(RuntimeError):
     """`require_sandbox` is set but bubblewrap cannot run here (a harness setup fault, not a candidate's)."""
-
-
-@dataclass(frozen=True)
-class Bind:
-    """A host path made visible inside the sandbox at `dest` (same path when `dest` is empty)."""
-
-    src: str
-    dest: str = ""
-    writable: bool = False
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits of one child."""
-
-    timeout_s: float = 120.0
-    memory_limit_mb: int = 0
-    """RLIMIT_AS; 0 for none (CUDA children)."""
-    max_processes: int = 256
-    """RLIMIT_NPROC of the slot's uid and `pids.max` of the child's cgroup (threads count in both)."""
-    max_file_mb: int = 512
-    cgroup_memory_mb: int = 8192
-    """Memory of every task of the child together, page cache and tmpfs pages included (its cgroup); 0: none,
-    which `cgroups.REQUIRED` refuses unless `allow_missing_cgroups`."""
-    tmpfs_mb: int = 1024
-    """Size of each private tmpfs of the sandbox (`/tmp`, `/dev/shm`, `$HOME`); 0: unbounded."""
-    allow_missing_cgroups: bool = False
-    """Run without the cgroup's limits where they cannot be set (`cgroups.allow_missing`), instead of refusing."""
-
-
-@dataclass(frozen=True)
-class ChildOutcome:
-    """What happened to one child. Faults are values: nothing here is raised."""
-
-    returncode: int
-    """Exit status; negative when killed by a signal (as subprocess reports it)."""
-    signal: int
-    """The signal that killed the child (0 when it exited)."""
-    timed_out: bool
-    wall_s: float
-    stdout_tail: str
-    stderr_tail: str
-    sandbox: str
-    """`bwrap` or `rlimits`."""
-    limits_held: tuple[str, ...] = ()
-    """The limits this child ran under (`cgroups.LIMIT_NAMES`)."""
-    memory_peak_bytes: int = 0
-    """Most memory the child's cgroup held at once, tmpfs pages included (0: no cgroup)."""
-    oom_kills: int = 0
-    """Tasks of the child the kernel killed for its cgroup's memory limit."""
-    progress: str = ""
-    """What the worker said over its progress pipe (`PROGRESS_FD_ENV`): `S` once the interpreter ran and the
-    project imported, then `C` just before untrusted code ran. The worker closes the pipe before that code
-    runs, so a candidate can neither say it nor unsay it: a child without `S` never started (a harness
-    fault, not the candidate's)."""
-
-    @property
-    def started(self) -> bool:
-        return "S" in self.progress
-
-    @property
-    def untrusted_ran(self) -> bool:
-        return "C" in self.progress
-
-
-PROGRESS_FD_ENV = "KERNEL_AGENT_PROGRESS_FD"
-STARTED, UNTRUSTED = "S", "C"
-
-
-@dataclass(frozen=True)
-class ChildSpec:
-    """One command to run sandboxed."""
-
-    argv: tuple[str, ...]
-    scratch_dir: str
-    """Writable folder (bound at the same path); also the child's working directory."""
-    limits: Limits = field(default_factory=Limits)
-    binds: tuple[Bind, ...] = ()
-    cuda: bool = False
-    """Bind the /dev/nvidia* device nodes."""
-    env: tuple[tuple[str, str], ...] = ()
-    """Extra environment entries (filtered through ENV_ALLOWED)."""
-    pass_fds: tuple[int, ...] = ()
-    """Parent-made pipe ends the child inherits (the paired-timing channel); nothing else stays open."""
 
 
 def sandbox_kind(require_sandbox: bool = False) -> str:
@@ -203,7 +113,7 @@ class RunningChild:
     then waits still gets the child's whole limit and no more.
     """
 
-    def __init__(self, proc: subprocess.Popen, kind: str, uid: int, logs: str, start: float, timeout_s: float,
+    def __init__(self, proc: subprocess.Popen | warm_child.WarmProcess, kind: str, uid: int, logs: str, start: float, timeout_s: float,
                  progress_fd: int = -1, cgroup: cgroups.Cgroup | None = None, limits_held: tuple[str, ...] = ()):
         self.proc, self.kind, self.uid, self.logs = proc, kind, uid, logs
         self.progress_fd = progress_fd
@@ -265,7 +175,7 @@ class RunningChild:
         wall = time.perf_counter() - self.start
         self._kill_all()
         rc = self.proc.returncode
-        if self.kind == BWRAP and 128 < rc < 128 + 65:  # bubblewrap reports a signal death of its child as 128 + signo
+        if self.kind == BWRAP and not getattr(self.proc, "exact_status", False) and 128 < rc < 128 + 65:  # bubblewrap reports a signal death of its child as 128 + signo
             rc = -(rc - 128)
         cg = self.cgroup
         self._outcome = ChildOutcome(returncode=rc, signal=-rc if rc < 0 else 0, timed_out=timed_out, wall_s=wall,
@@ -353,9 +263,12 @@ def start_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False,
     start = time.perf_counter()
     try:
         with open(os.path.join(logs, "stdout"), "wb") as out, open(os.path.join(logs, "stderr"), "wb") as err:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
-                                    cwd=spec.scratch_dir, start_new_session=True, close_fds=True,
-                                    pass_fds=tuple(spec.pass_fds) + (progress_w,), **user)
+            if warm_child.serves(spec):  # forked from a warm worker: the same sandbox, no interpreter start
+                proc = warm_child.start(spec, kind, uid, env, cg, out.fileno(), err.fileno(), progress_w)
+            else:
+                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
+                                        cwd=spec.scratch_dir, start_new_session=True, close_fds=True,
+                                        pass_fds=tuple(spec.pass_fds) + (progress_w,), **user)
     except BaseException:
         os.close(progress_r)
         if cg is not None:
