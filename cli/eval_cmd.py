@@ -128,6 +128,9 @@ def run(args: argparse.Namespace) -> int:
                         op_policy=args.op_policy or "", build_cache_dir=args.cache_dir, profile=args.profile)
     if args.trials is not None:
         config = replace(config, timing_trials=args.trials)
+    from kernelbench.harness.children import prestart_warm_worker
+
+    prestart_warm_worker(config)  # the warm worker imports torch while this process looks up the build
     if args.device == "cuda":
         import torch
 

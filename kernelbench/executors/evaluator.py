@@ -31,6 +31,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
 from kernelbench.executors.gpu_lease import GpuPool
+from kernelbench.harness import children
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.evaluate import compile_stage, run_stage
 from kernelbench.harness.result import HARNESS_ERROR, EvalResult
@@ -93,6 +94,7 @@ class Evaluator:
         self._lock = threading.Lock()
         self._closed = False
         self.watch = HarnessWatch(config.harness_error_limit)
+        children.prestart_warm_worker(config)  # its torch import overlaps what the caller does before submitting
 
     def submit(self, task: Task, candidate_src: str, config: EvalConfig | None = None) -> Future:
         self.watch.check()

@@ -5,10 +5,11 @@ stopped."""
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
-from kernelbench.harness import builder, nvrtc, protocol, sandbox
+from kernelbench.harness import builder, nvrtc, protocol, sandbox, warm_child
 from kernelbench.harness.child import launch
 from kernelbench.harness.child.inputs import Seeds
 from kernelbench.harness.config import EvalConfig
@@ -73,3 +74,13 @@ def not_started(out: sandbox.ChildOutcome, what: str) -> str:
         head = f"the harness's own code failed in the {what} child before the candidate ran"
     state = "timed out" if out.timed_out else f"exit {out.returncode}" + (f", signal {out.signal}" if out.signal else "")
     return f"{head} ({state}, {out.sandbox}): {out.stderr_tail.strip()[-600:]}"
+
+
+def prestart_warm_worker(config: EvalConfig) -> None:
+    """Start, now, the warm worker that `config`'s children will fork from (`kernelbench.harness.warm_child`), so
+    its `import torch` runs beside the caller's own start instead of before the first child; nothing where
+    warm workers do not serve."""
+    spec = sandbox.ChildSpec(argv=(), scratch_dir="", env=builder.child_env(config, os.devnull),
+                             worker=sandbox.WorkerEntry(os.devnull) if config.warm_workers else None)
+    if warm_child.serves(spec):
+        warm_child.zygote(sandbox.child_environment(spec))

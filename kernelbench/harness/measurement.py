@@ -221,9 +221,12 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
                 pairing = paired.run_rounds(ref_pipes, ref_child, cand_pipes, cand_child, plan,
                                             len(job.setup.timing_checks))
             cand_pipes.send("E")
+            if not ref_job.time_compile:  # its profiled call (untimed) runs beside the candidate's verification
+                ref_pipes.send("E")
             out = cand_child.wait()  # every process of its sandbox killed (past its deadline: a timeout)
             frames = collector.finish(trailer=_trailer(job))
-            ref_pipes.send("E")  # the torch.compile baseline (if asked) runs now, with the candidate gone
+            if ref_job.time_compile:  # the torch.compile baseline is timed now, with the candidate gone
+                ref_pipes.send("E")
             ref = reference_from(staged.task, ref_child.wait(), worker.read_result(ref_scratch, ref_job.nonce),
                                  ref_scratch, pairing.rounds_done if pairing else 0)
             if pairing is not None and pairing.stopped == paired.REFERENCE_STOPPED:

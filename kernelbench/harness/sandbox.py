@@ -73,6 +73,11 @@ def child_path() -> str:
                                           "/usr/local/bin", "/usr/bin", "/bin"]))
 
 
+def child_environment(spec: ChildSpec) -> dict[str, str]:
+    """The whole environment a child of `spec` starts with (its progress descriptor aside)."""
+    return _env(spec)
+
+
 def _env(spec: ChildSpec) -> dict[str, str]:
     env = {"PATH": child_path(), "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1",
            "PYTHONNOUSERSITE": "1"}

@@ -46,9 +46,10 @@ from kernelbench.harness.child_spec import BWRAP, PROGRESS_FD_ENV, ChildSpec
 
 LATE_ENV = frozenset({"TORCH_EXTENSIONS_DIR", "MAX_JOBS", "TORCH_CUDA_ARCH_LIST", "CUPY_CACHE_DIR",
                       "CUPY_CACHE_SAVE_CUDA_SOURCE", "TRITON_CACHE_DIR", "CUDA_VISIBLE_DEVICES",
-                      "NVIDIA_TF32_OVERRIDE", "KMP_BLOCKTIME", PROGRESS_FD_ENV})
-"""Read after the fork, by code the job runs (torch's extension builder, CuPy, Triton, the CUDA driver at its
-first call, clang's OpenMP runtime when a candidate's library loads it): set per job. Every other entry is
+                      "NVIDIA_TF32_OVERRIDE", "KMP_BLOCKTIME", "TRITON_INTERPRET", PROGRESS_FD_ENV})
+"""Read after the fork, by code the job runs (torch's extension builder, CuPy, Triton (which the zygote does not
+import), the CUDA driver at its first call, clang's OpenMP runtime when a candidate's library loads it): set
+per job. Every other entry is
 part of the zygote's key."""
 SANDBOX_READY_S = 30.0
 """How long the parent waits for bubblewrap to set up a job's sandbox (it takes milliseconds)."""
