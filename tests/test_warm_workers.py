@@ -241,3 +241,17 @@ def test_a_lost_zygote_is_a_harness_fault_and_the_next_job_gets_a_new_one(tmp_pa
     again = evaluate(RELU, HONEST, config)  # each child finds its zygote dead and starts another
     assert again.status == CORRECT, again.feedback
     assert all(z.alive() for z in warm_child._ZYGOTES.values())
+
+
+def test_warm_workers_serve_the_plain_fallback_too(tmp_path, monkeypatch):
+    """Without bubblewrap (a GPU machine without it, say) the job's process skips the namespaces and keeps the
+    cgroup, rlimits and uid drop; the honest candidate is judged as before."""
+    from kernelbench.harness import bwrap
+
+    served = []
+    start = warm_child.start
+    monkeypatch.setattr(warm_child, "start", lambda *a, **k: served.append(a[1]) or start(*a, **k))
+    monkeypatch.setattr(bwrap, "find_bwrap", lambda: "")
+    result = evaluate(RELU, HONEST, _config(str(tmp_path / "builds")))
+    assert result.status == CORRECT, result.feedback
+    assert served and set(served) == {"rlimits"}
