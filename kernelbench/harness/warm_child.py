@@ -58,7 +58,8 @@ OFF_ENV = "KERNEL_AGENT_WARM_WORKERS"
 
 
 class WarmWorkerLost(RuntimeError):
-    """The zygote went away with a job in flight: a harness fault (`harness_error`), never the candidate's."""
+    """No trusted process said how a job ended (its keeper was killed and its zygote had gone): a harness fault
+    (`harness_error`), never the candidate's."""
 
 
 def serves(spec: ChildSpec) -> bool:
@@ -161,6 +162,7 @@ class WarmProcess:
         self.returncode: int | None = None
 
     def wait(self, timeout: float | None = None) -> int:
+        """The job's exit status as the keeper (or, when the keeper was killed, the zygote) reaped it."""
         if self.returncode is not None:
             return self.returncode
         ready, _, _ = select.select([self.reply], [], [], timeout)
@@ -171,7 +173,7 @@ class WarmProcess:
         except OSError:
             msg = b""
         self._close()
-        if not msg:
+        if not msg:  # neither the keeper nor the zygote said how the job ended
             raise WarmWorkerLost(f"the warm worker serving pid {self.pid} went away (its log: {self.zygote_log})")
         status = int(json.loads(msg)["status"])
         self.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)

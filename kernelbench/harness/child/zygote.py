@@ -13,12 +13,14 @@ forks a keeper, which
    child) and, under bubblewrap, the namespaces of a sandbox the parent started for this job (mount, pid,
    network, ipc, uts, cgroup; `setns`) and its root (`chroot`), so the job sees exactly what a fresh child
    there would: bubblewrap's mounts, private `/tmp` and `/dev/shm`, no network;
-2. forks the job's process (in that pid namespace), reports its pid, waits for it and leaves with its status.
+2. forks the job's process (in that pid namespace), reports its pid, waits for it, reports its wait status
+   and leaves with it.
 The job's process starts its own session, takes the rlimits, drops every capability and becomes the slot's
 uid (as `prlimit` and `setpriv` did), keeps only the descriptors the parent passed (at the numbers the parent
 gave them), takes the job's environment, reseeds `random`, and runs `worker.main` on the job's folder.
-The zygote reaps each keeper and sends its wait status on the job's reply socket: the job's outcome is known
-to trusted code only.
+The zygote reaps each keeper and sends its wait status on the job's reply socket too (the only status when the
+keeper was killed, at a timeout): the job's outcome is known to trusted code only, and a job in flight
+outlives a zygote that dies.
 
 Request: {"scratch", "prebuild", "env", "uid", "rlimits": {"nproc", "fsize", "core", "as"}, "cgroup_procs":
 [paths], "sandbox_pid": host pid of the sandbox's first process or 0, "fd_targets": [numbers]}; descriptors:
@@ -138,6 +140,10 @@ def _keeper(request: dict, fds: list[int]) -> None:
     reply = socket.socket(fileno=reply_fd)
     reply.send(json.dumps({"pid": pid}).encode())
     _, status = os.waitpid(pid, 0)
+    try:  # said here too, so a job outlives its zygote: the parent takes the first status it gets
+        reply.send(json.dumps({"status": status}).encode())
+    except OSError:
+        pass
     if os.WIFSIGNALED(status):  # leave the way the job did, so the zygote reports the same status
         sig = os.WTERMSIG(status)
         if sig not in (signal.SIGKILL, signal.SIGSTOP):
