@@ -267,3 +267,35 @@ def test_warm_workers_serve_the_plain_fallback_too(tmp_path, monkeypatch):
     result = evaluate(RELU, HONEST, _config(str(tmp_path / "builds")))
     assert result.status == CORRECT, result.feedback
     assert served and set(served) == {"rlimits"}
+
+
+PRIVILEGES = '''
+import os
+import torch.nn as nn
+
+
+def check():
+    status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines() if ":" in line)
+    wrong = [k for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb") if int(status[k].strip(), 16) != 0]
+    if status["NoNewPrivs"].strip() != "1":
+        wrong.append("NoNewPrivs")
+    if 0 in os.getresuid() or 0 in os.getresgid() or os.getgroups():
+        wrong.append("ids")
+    if wrong:
+        raise RuntimeError("PRIVILEGED: " + ", ".join(wrong))
+
+
+check()
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        check()
+        return x.clamp_min(0.0)
+'''
+
+
+def test_a_forked_job_holds_no_privilege(tmp_path):
+    """As bubblewrap plus setpriv left a fresh child: no capability in any set, no_new_privs, the slot's uid and gid."""
+    result = evaluate(RELU, PRIVILEGES, _config(str(tmp_path / "builds")))
+    assert result.status == CORRECT, result.feedback

@@ -50,7 +50,7 @@ NAMESPACES = ("ipc", "uts", "net", "cgroup", "pid", "mnt")
 """Entered in this order: the mount namespace last (after it, /proc is the sandbox's)."""
 HIGH_FD = 1000
 """Passed descriptors are parked at and above this number while everything else is closed."""
-PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
+PR_CAPBSET_DROP, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, PR_SET_NO_NEW_PRIVS = 24, 47, 4, 38
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -180,6 +180,10 @@ def _job(request: dict, passed: list[int]) -> None:
         if limits.get(name, -1) >= 0:
             resource.setrlimit(which, (limits[name], limits[name]))
     _descriptors(passed, [int(t) for t in request["fd_targets"]])
+    # as bubblewrap sets for every sandbox: no exec of a setuid or file-capability program can give back
+    # what the uid drop below takes (the fresh children had it from bubblewrap)
+    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
     uid = int(request["uid"])
     if uid >= 0:
         _drop_privileges(uid)
