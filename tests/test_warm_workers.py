@@ -12,11 +12,15 @@ served by a warm worker (counted), else the test would pass on the fresh-interpr
 from __future__ import annotations
 
 import os
+import shutil
+import sys
+import tempfile
 from dataclasses import replace
 
 import pytest
 
-from kernelbench.harness import warm_child
+from kernelbench.harness import process_tree, warm_child
+from kernelbench.harness.slots import SLOT_UID_BASE
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.evaluate import evaluate
 from kernelbench.harness.result import CORRECT, REJECTED
@@ -255,6 +259,9 @@ def test_a_job_outlives_its_zygote_and_the_next_job_gets_a_new_one(tmp_path):
     assert warm_child._ZYGOTES[key].alive() and warm_child._ZYGOTES[key].proc.pid != first.proc.pid
 
 
+@pytest.mark.skipif(not process_tree.reachable_by(sys.executable, SLOT_UID_BASE),
+                    reason="this interpreter lives where a slot's uid cannot read it (a 0700 folder): the plain child "
+                           "keeps the harness's uid there, which warm workers never serve (the next test)")
 def test_warm_workers_serve_the_plain_fallback_too(tmp_path, monkeypatch):
     """Without bubblewrap (a GPU machine without it, say) the job's process skips the namespaces and keeps the
     cgroup, rlimits and uid drop; the honest candidate is judged as before."""
@@ -264,9 +271,27 @@ def test_warm_workers_serve_the_plain_fallback_too(tmp_path, monkeypatch):
     start = warm_child.start
     monkeypatch.setattr(warm_child, "start", lambda *a, **k: served.append(a[1]) or start(*a, **k))
     monkeypatch.setattr(bwrap, "find_bwrap", lambda: "")
-    result = evaluate(RELU, HONEST, _config(str(tmp_path / "builds")))
+    cache = tempfile.mkdtemp(prefix="ka-warm-test-")
+    os.chmod(cache, 0o755)
+    try:
+        result = evaluate(RELU, HONEST, _config(cache))
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
     assert result.status == CORRECT, result.feedback
     assert served and set(served) == {"rlimits"}
+
+
+def test_a_job_that_would_keep_the_harness_uid_is_never_forked_from_a_warm_worker(tmp_path, monkeypatch):
+    """Without bubblewrap, a build folder under a 0700 folder keeps the plain child at the harness's uid (root):
+    such a job could signal or trace the zygote, so it starts a fresh interpreter instead."""
+    from kernelbench.harness import bwrap
+
+    served = []
+    monkeypatch.setattr(warm_child, "start", lambda *a, **k: served.append(1))
+    monkeypatch.setattr(bwrap, "find_bwrap", lambda: "")
+    result = evaluate(RELU, HONEST, _config(str(tmp_path / "builds")))
+    assert result.status == CORRECT, result.feedback
+    assert not served
 
 
 PRIVILEGES = '''

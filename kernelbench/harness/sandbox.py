@@ -268,7 +268,8 @@ def start_child(spec: ChildSpec, slot: SlotLease, require_sandbox: bool = False,
     start = time.perf_counter()
     try:
         with open(os.path.join(logs, "stdout"), "wb") as out, open(os.path.join(logs, "stderr"), "wb") as err:
-            if warm_child.serves(spec):  # forked from a warm worker: the same sandbox, no interpreter start
+            if warm_child.serves(spec) and uid >= 0:  # forked from a warm worker: the same sandbox, no start
+                # (never a job that keeps the harness's uid: it could signal or trace the zygote)
                 proc = warm_child.start(spec, kind, uid, env, cg, out.fileno(), err.fileno(), progress_w)
             else:
                 proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
