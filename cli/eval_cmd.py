@@ -118,19 +118,18 @@ def run(args: argparse.Namespace) -> int:
     checks.size_for(args.device, args.size)
     if args.compile_only:
         return _compile_only(args, src)
-    task = resolve_task(args.task)
+    from kernelbench.harness.children import prestart_warm_worker
     from kernelbench.harness.config import EvalConfig
-    from kernelbench.harness.evaluate import evaluate
-    from kernelbench.harness.reference import HarnessError
-    from kernelbench.tasks.task import TaskFormatError
 
     config = EvalConfig(device=args.device, size=args.size or args.device.replace("cuda", "gpu"),
                         op_policy=args.op_policy or "", build_cache_dir=args.cache_dir, profile=args.profile)
     if args.trials is not None:
         config = replace(config, timing_trials=args.trials)
-    from kernelbench.harness.children import prestart_warm_worker
-
-    prestart_warm_worker(config)  # the warm worker imports torch while this process looks up the build
+    task = resolve_task(args.task)  # a bad task is one line and exit 2, before anything starts
+    prestart_warm_worker(config)  # the warm worker imports torch while this process does (neither has yet)
+    from kernelbench.harness.evaluate import evaluate
+    from kernelbench.harness.reference import HarnessError
+    from kernelbench.tasks.task import TaskFormatError
     if args.device == "cuda":
         import torch
 
