@@ -265,3 +265,34 @@ def test_vllm_shares_a_request_only_among_identical_prompts_with_seeds_one_apart
     assert _requests([a, a, a, b], SamplingConfig(seed=5)) == [[0, 1, 2], [3]]
     assert _requests([a, a, b, a], SamplingConfig(seeds=(10, 11, 40, 12))) == [[0, 1, 3], [2]]
     assert _requests([a, a, a], SamplingConfig(seeds=(10, 30, 31))) == [[0], [1, 2]]
+
+
+def test_the_lockstep_switch_reaches_the_runner_from_train_bench_and_optimize(tmp_path):
+    """`streaming_turns: false` in a train preset, `--lockstep-turns` for bench and optimize; the training
+    rollout then makes one call per task and turn."""
+    from cli.bench_cmd import config_from
+    from cli.main import build_parser
+    from train.config import TrainConfig, load_config
+    from train.rollout import HarnessRollout
+
+    preset = tmp_path / "p.yaml"
+    preset.write_text("train:\n  streaming_turns: false\n")
+    assert load_config(TrainConfig, str(preset), "train").streaming_turns is False
+    assert TrainConfig().streaming_turns is True
+    parser, _ = build_parser(["bench"])
+    assert config_from(parser.parse_args(["bench", "--backend", "replay", "--from", "x"])).streaming_turns is True
+    assert config_from(parser.parse_args(["bench", "--backend", "replay", "--from", "x",
+                                          "--lockstep-turns"])).streaming_turns is False
+    parser, _ = build_parser(["optimize"])
+    assert parser.parse_args(["optimize", "m.py", "--lockstep-turns"]).lockstep_turns is True
+
+    for streaming in (False, True):
+        policy = SeedPolicy(slow={(0, 0, 0)})
+        rollout = HarnessRollout(evaluator=DelayedEvaluator(), trajectories=2, turns=2,
+                                 sampling=SamplingConfig(max_tokens=8), streaming=streaming,
+                                 prompt_settings=PromptSettings(device="cpu", hardware="test"))
+        rollout.collect(policy, TASKS, step=0, seed=BASE_SEED)
+        if streaming:  # both tasks' first turns in one call
+            assert policy.calls[0] == [(0, 0, 0), (0, 1, 0), (1, 0, 0), (1, 1, 0)]
+        else:  # one call per task and turn, holding the task's two trajectories
+            assert sorted(policy.calls) == [[(g, 0, t), (g, 1, t)] for g in (0, 1) for t in (0, 1)]
