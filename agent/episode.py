@@ -1,10 +1,15 @@
 """Multi-turn episodes: N trajectories x T turns per task, generation batched, evaluation overlapped.
 
-Per task and turn, one policy call samples every trajectory's next answer (Kevin-32B's rollout shape,
-arXiv 2507.11948). Each answer is parsed and its kernel submitted to the evaluator at once; while those
-evaluations run, the runner generates the next turn of other tasks, so the policy and the harness
-work at the same time. A finished trajectory is appended to a JSONL log straight away: a crash loses
-at most the trajectories in flight, and a rerun skips every (task, trajectory) pair already logged.
+Each answer is parsed and its kernel submitted to the evaluator at once. Turns stream: a trajectory's next
+turn is generated as soon as its own verdict is back, batched with whatever other prompts are ready then
+(other trajectories of its task, other tasks, other turns), so one slow compile holds only its own
+trajectory and the policy works while the harness does. Every prompt draws with a seed of its own, fixed by
+(task, trajectory, turn), so a repeated run samples the same answers whichever calls its prompts land in
+(where the backend honours per-prompt seeds: `agent.policy.SamplingConfig.seeds`). `streaming=False` keeps
+the earlier lockstep schedule (Kevin-32B's rollout shape, arXiv 2507.11948): one policy call per task and
+turn, the next when all the task's verdicts of that turn are back. A finished trajectory is appended to a
+JSONL log straight away: a crash loses at most the trajectories in flight, and a rerun skips every
+(task, trajectory) pair already logged.
 """
 
 from __future__ import annotations
@@ -171,23 +176,48 @@ class Job:
     round: int = 0
 
 
+SEED_SLOTS = 10_000
+"""Trajectories per task a run may hold: the radix of the trajectory in `EpisodeRunner.prompt_seed`."""
+SEED_GROUPS = 1_000_000
+"""Tasks a run may hold: the radix of the task in `EpisodeRunner.prompt_seed`."""
+
+
+@dataclass
+class _Group:
+    """One task of the run and its trajectories in flight."""
+
+    task: Task
+    ordinal: int
+    """Position of the task among the run's tasks in job order (logged jobs included): part of its seeds."""
+    size: int = 0
+    """The task's jobs seen so far, logged ones included (a slot's `index` is the count before it)."""
+    slots: list["_Slot"] = field(default_factory=list)
+    waiting: int = 0
+    """Lockstep only: verdicts of the current turn not back yet."""
+
+
 @dataclass
 class _Slot:
+    """One trajectory in flight."""
+
     job: Job
+    group: _Group
+    index: int
+    """Position among its task's jobs in job order (logged jobs included): part of its seeds."""
     turns: list[Turn]
     pending: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
-class _Group:
-    """One task's trajectories in flight; they advance turn by turn together."""
+class _Run:
+    """The state of one `EpisodeRunner.run`."""
 
-    task: Task
-    slots: list[_Slot]
-    ordinal: int = 0
-    """Position of the group in the run (the first job's task is 0): part of its sampling seeds."""
-    turns_done: int = 0
-    waiting: int = 0
+    ready: deque = field(default_factory=deque)
+    """Slots whose next turn can be generated, in the order they became ready."""
+    in_flight: dict = field(default_factory=dict)
+    """Future of an evaluation -> its slot, in submission order."""
+    finished: dict = field(default_factory=dict)
+    """(task_id, traj_id) -> Trajectory."""
 
 
 TurnCallback = Callable[[Task, str, Turn], None]
@@ -198,7 +228,7 @@ class EpisodeRunner:
 
     def __init__(self, policy: Policy, evaluator: SubmitsEvaluations, *, turns: int, sampling: SamplingConfig,
                  prompt_settings: PromptSettings, log_path: str = "", on_turn: TurnCallback | None = None,
-                 score: Callable[[EvalResult], float | None] | None = None):
+                 score: Callable[[EvalResult], float | None] | None = None, streaming: bool = True):
         from rewards.score import ScoreConfig
 
         self.score = score or ScoreConfig().score
@@ -211,6 +241,14 @@ class EpisodeRunner:
         self.log = TrajectoryLog(log_path) if log_path else None
         self.on_turn = on_turn
         self.count_tokens = getattr(policy, "count_tokens", None)
+        self.streaming = streaming
+        """True: a trajectory's next turn is generated as soon as its own verdict is back, in a call with
+        whatever other prompts are ready. False (lockstep, the earlier schedule): a task's trajectories
+        advance turn by turn together, one policy call per task and turn, so the slowest evaluation of a
+        turn holds the task's other trajectories."""
+        self.chunk = int(getattr(policy, "batch_size", 0) or 0)
+        """Most prompts per streamed call: a backend that generates in chunks of this size (hf) would
+        otherwise hold a first chunk's kernels back until its last chunk is done; 0: no bound."""
 
     def run(self, jobs: Iterable[Job]) -> list[Trajectory]:
         """Run every job not already in the log; return all of them (logged ones as loaded), in job order."""
@@ -222,62 +260,76 @@ class EpisodeRunner:
             dup = next(k for k in keys if keys.count(k) > 1)
             raise ValueError(f"two jobs share task {dup[0]!r} and trajectory id {dup[1]!r}")
         done = self.log.load() if self.log else {}
-        finished: dict[tuple[str, str], Trajectory] = {}
+        state = _Run()
         groups: dict[str, _Group] = {}
-        for job in jobs:
-            key = (job.task.id, job.traj_id)
+        for job, key in zip(jobs, keys):
+            group = groups.setdefault(job.task.id, _Group(task=job.task, ordinal=len(groups)))
+            slot = _Slot(job=job, group=group, index=group.size, turns=list(job.history))
+            group.size += 1
             if key in done:
-                finished[key] = done[key]
+                state.finished[key] = done[key]
+            elif self.turns <= 0:
+                self._finish(slot, state)
             else:
-                group = groups.setdefault(job.task.id, _Group(task=job.task, slots=[], ordinal=len(groups)))
-                group.slots.append(_Slot(job=job, turns=list(job.history)))
-        ready = deque(g for g in groups.values() if self.turns > 0)
-        for g in groups.values():
-            if self.turns <= 0:
-                self._finish(g, finished)
-        in_flight: dict[Future, tuple[_Group, _Slot]] = {}
-        while ready or in_flight:
-            if ready:
-                self._generate(ready.popleft(), in_flight, ready, finished)
-                block = False
-            else:
-                block = True
-            self._collect(in_flight, ready, finished, block=block)
-        return [finished[(j.task.id, j.traj_id)] for j in jobs]
+                group.slots.append(slot)
+        if len(groups) > SEED_GROUPS or any(g.size > SEED_SLOTS for g in groups.values()):
+            raise ValueError(f"a run holds at most {SEED_GROUPS} tasks of at most {SEED_SLOTS} trajectories "
+                             "each (their sampling seeds would repeat)")
+        for group in groups.values():
+            state.ready.extend(group.slots)
+        while state.ready or state.in_flight:
+            if state.ready:
+                self._generate(self._take(state.ready), state)
+            self._collect(state, block=not state.ready)
+        return [state.finished[key] for key in keys]
 
-    def _generate(self, group: _Group, in_flight: dict, ready: deque, finished: dict) -> None:
-        prompts = [build_messages(group.task.source, [t.attempt() for t in s.turns], self.prompt_settings,
-                                  self.count_tokens) for s in group.slots]
-        completions = self.policy.generate(prompts, self.call_sampling(group.ordinal, group.turns_done))
+    def _take(self, ready: deque) -> list[_Slot]:
+        """The slots of the next policy call: streaming, every ready one (at most `chunk`); lockstep, the
+        first ready task's, which became ready together."""
+        if self.streaming:
+            n = min(len(ready), self.chunk) if self.chunk else len(ready)
+        else:
+            group = ready[0].group
+            n = next((i for i, s in enumerate(ready) if s.group is not group), len(ready))
+        return [ready.popleft() for _ in range(n)]
+
+    def _generate(self, batch: list[_Slot], state: _Run) -> None:
+        prompts = [build_messages(s.group.task.source, [t.attempt() for t in s.turns], self.prompt_settings,
+                                  self.count_tokens) for s in batch]
+        seeds = tuple(self.prompt_seed(s.group.ordinal, s.index, len(s.turns)) for s in batch)
+        # `seed` too: a backend that reads only `seed + i` still gets seeds that differ from call to call.
+        completions = self.policy.generate(prompts, replace(self.sampling, seed=seeds[0], seeds=seeds))
         if len(completions) != len(prompts):
             raise RuntimeError(f"policy returned {len(completions)} completions for {len(prompts)} prompts")
-        group.waiting = len(group.slots)
-        for slot, prompt, completion in zip(group.slots, prompts, completions):
+        if not self.streaming:
+            batch[0].group.waiting = len(batch)
+        for slot, prompt, completion in zip(batch, prompts, completions):
             parsed = parse_response(completion.text)
             slot.pending = {"prompt": prompt, "completion": completion, "summary": parsed.summary,
                             "candidate": parsed.code}
             if parsed.ok:
                 # Submitted as soon as it is parsed: compiles start while the rest are still parsed and
-                # while other tasks generate.
-                in_flight[self.evaluator.submit(group.task, parsed.code)] = (group, slot)
-            else:
-                self._record(group, slot, format_error_result(parsed), ready, finished)
+                # while other prompts generate.
+                state.in_flight[self.evaluator.submit(slot.group.task, parsed.code)] = slot
+            else:  # nothing to evaluate: recorded now, and (streaming) its next turn is ready at once
+                self._record(slot, format_error_result(parsed), state)
 
-    def call_sampling(self, group: int, turn: int) -> SamplingConfig:
-        """Sampling settings of one policy call: a seed of its own per (task group, turn), so no two calls
-        of a run draw the same random stream (identical prompts would otherwise get identical answers), and
-        the same seed for the same call when the run is repeated, whatever order evaluations finish in."""
-        return replace(self.sampling, seed=self.sampling.seed + 1_000_003 * turn + 7_919 * group)
+    def prompt_seed(self, group: int, slot: int, turn: int) -> int:
+        """The sampling seed of one prompt: trajectory `slot` (its position among the task's jobs) of the
+        run's `group`-th task, at `turn` (its index in the trajectory, inherited turns included). One per
+        prompt rather than one per call because a streamed call holds whatever is ready, which depends on
+        timing: distinct for every (group, slot, turn) of a run (within `SEED_GROUPS` and `SEED_SLOTS`),
+        and the same when the run is repeated or resumed, whichever call the prompt lands in."""
+        return self.sampling.seed + slot + SEED_SLOTS * (group + SEED_GROUPS * turn)
 
-    def _collect(self, in_flight: dict, ready: deque, finished: dict, *, block: bool) -> None:
-        if not in_flight:
+    def _collect(self, state: _Run, *, block: bool) -> None:
+        if not state.in_flight:
             return
-        done, _ = wait(list(in_flight), timeout=None if block else 0, return_when=FIRST_COMPLETED)
-        for fut in done:
-            group, slot = in_flight.pop(fut)
-            self._record(group, slot, _result_of(fut), ready, finished)
+        done, _ = wait(list(state.in_flight), timeout=None if block else 0, return_when=FIRST_COMPLETED)
+        for fut in [f for f in state.in_flight if f in done]:  # submission order: the same run, the same calls
+            self._record(state.in_flight.pop(fut), _result_of(fut), state)
 
-    def _record(self, group: _Group, slot: _Slot, result: EvalResult, ready: deque, finished: dict) -> None:
+    def _record(self, slot: _Slot, result: EvalResult, state: _Run) -> None:
         p = slot.pending
         completion: Completion = p["completion"]
         turn = Turn(index=len(slot.turns), prompt=p["prompt"], response=completion.text,
@@ -290,23 +342,31 @@ class EpisodeRunner:
         slot.turns.append(turn)
         slot.pending = {}
         if self.on_turn:
-            self.on_turn(group.task, slot.job.traj_id, turn)
+            self.on_turn(slot.group.task, slot.job.traj_id, turn)
+        if self.streaming:
+            self._advance([slot], state)
+            return
+        group = slot.group
         group.waiting -= 1
         if group.waiting == 0:
-            group.turns_done += 1
-            if group.turns_done < self.turns:
-                ready.append(group)
-            else:
-                self._finish(group, finished)
+            self._advance(group.slots, state)
 
-    def _finish(self, group: _Group, finished: dict) -> None:
-        for slot in group.slots:
-            job = slot.job
-            traj = Trajectory(task_id=job.task.id, traj_id=job.traj_id, turns=tuple(slot.turns),
-                              inherited_turns=len(job.history), parent=job.parent, round=job.round)
-            finished[(job.task.id, job.traj_id)] = traj
-            if self.log:
-                self.log.append(traj)
+    def _advance(self, slots: list[_Slot], state: _Run) -> None:
+        """Each slot's next turn is ready, or the slot has all its turns and finishes (its task's group
+        finishes with its last slot)."""
+        for slot in slots:
+            if len(slot.turns) - len(slot.job.history) < self.turns:
+                state.ready.append(slot)
+            else:
+                self._finish(slot, state)
+
+    def _finish(self, slot: _Slot, state: _Run) -> None:
+        job = slot.job
+        traj = Trajectory(task_id=job.task.id, traj_id=job.traj_id, turns=tuple(slot.turns),
+                          inherited_turns=len(job.history), parent=job.parent, round=job.round)
+        state.finished[(job.task.id, job.traj_id)] = traj
+        if self.log:
+            self.log.append(traj)
 
 
 def _result_of(fut: Future) -> EvalResult:

@@ -3,6 +3,12 @@
 Returns token ids and per-token log-probabilities, which the trainer needs. Log-probabilities are
 taken under the temperature-scaled distribution (raw logits / T, before top-p truncation): the
 quantity a GRPO trainer recomputes for the same tokens, so the two can be compared directly.
+
+A call with per-prompt seeds (`SamplingConfig.seeds`: the episode runner's) samples each row with a generator
+of its own (`RowSampler`), so a prompt draws the same tokens whichever prompts share its batch (up to the
+float noise of different padding): what keeps a run with streamed turns repeatable. A call without them
+seeds torch's global generator once per chunk (`seed + start`), as before, so the warm start's own check and
+the pipeline's probes draw what they drew.
 """
 
 from __future__ import annotations
@@ -50,11 +56,12 @@ class HFPolicy:
         out: list[Completion] = []
         for start in range(0, len(prompts), self.batch_size):
             chunk = prompts[start:start + self.batch_size]
-            out.extend(self._generate_batch(chunk, sampling, seed=sampling.seed + start))
+            out.extend(self._generate_batch(chunk, sampling, start))
         return out
 
-    def _generate_batch(self, prompts: list[Conversation], sampling: SamplingConfig, seed: int) -> list[Completion]:
+    def _generate_batch(self, prompts: list[Conversation], sampling: SamplingConfig, start: int) -> list[Completion]:
         import torch
+        from transformers import LogitsProcessorList
 
         t0 = time.perf_counter()
         texts = [self.render(p) for p in prompts]
@@ -66,9 +73,16 @@ class HFPolicy:
                                       return_dict_in_generate=True, output_logits=True,
                                       pad_token_id=self.tokenizer.pad_token_id,
                                       eos_token_id=sorted(self.stop_ids))
-        if not greedy:
-            kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
-        torch.manual_seed(seed)
+        if sampling.seeds and not greedy:
+            # transformers' own warpers off (temperature 1, no top-k/top-p): the row sampler applies them and
+            # leaves one finite logit per row, which transformers' sampling step can only pick.
+            rows = RowSampler([sampling.seed_of(start + i) for i in range(len(prompts))], sampling.temperature,
+                              sampling.top_p)
+            kwargs.update(temperature=1.0, top_p=1.0, top_k=0, logits_processor=LogitsProcessorList([rows]))
+        else:
+            if not greedy:
+                kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=0)
+            torch.manual_seed(sampling.seed + start)
         with torch.no_grad():
             gen = self.model.generate(**enc, **kwargs)
         prompt_len = enc["input_ids"].shape[1]
@@ -89,6 +103,34 @@ class HFPolicy:
                 prompt_tokens=len(prompt_ids), completion_tokens=n,
                 reasoning_tokens=inline_reasoning_tokens(text, self.count_tokens)))
         return results
+
+
+class RowSampler:
+    """A transformers logits processor that samples every row with its own CPU generator: temperature, then
+    top-p (the smallest set of most likely tokens holding `top_p` of the mass), then one uniform draw per row
+    and step mapped through the row's cumulative distribution. It returns logits that are -inf but for the
+    token drawn, so the generation loop's own sampling step picks that token."""
+
+    def __init__(self, seeds: list[int], temperature: float, top_p: float):
+        import torch
+
+        self.generators = [torch.Generator().manual_seed(s) for s in seeds]
+        self.temperature, self.top_p = temperature, top_p
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        probs = torch.softmax(scores.float() / self.temperature, dim=-1)
+        if self.top_p < 1.0:
+            sorted_p, order = probs.sort(dim=-1, descending=True)
+            before = sorted_p.cumsum(dim=-1) - sorted_p  # mass of the likelier tokens
+            probs = torch.zeros_like(probs).scatter_(-1, order, sorted_p.masked_fill(before >= self.top_p, 0.0))
+        cdf = probs.cumsum(dim=-1)
+        u = torch.stack([torch.rand((), generator=g) for g in self.generators]).to(cdf.device)
+        # right=True: the first token whose cumulative mass exceeds the draw, never a token of zero mass
+        pick = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(-1).contiguous(), right=True)
+        pick = pick.clamp_(max=scores.shape[-1] - 1)
+        return torch.full_like(scores, float("-inf")).scatter_(-1, pick, 0.0)
 
 
 def _stop_ids(model: Any, tokenizer: Any) -> set[int]:

@@ -67,7 +67,7 @@ class OpenAIPolicy:
         extra = dict(self.extra_body)
         kwargs: dict[str, Any] = dict(model=self.model, messages=messages, temperature=sampling.temperature,
                                       top_p=sampling.top_p, max_tokens=sampling.max_tokens,
-                                      seed=sampling.seed + index, n=1)
+                                      seed=sampling.seed_of(index), n=1)
         if sampling.logprobs:
             kwargs["logprobs"] = True
         if self.stream:

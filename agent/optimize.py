@@ -55,6 +55,10 @@ class OptimizeConfig:
     """Parallel trajectories (N)."""
     turns: int = 4
     """Refinement turns per trajectory (T; per round for beam)."""
+    streaming_turns: bool = True
+    """A trajectory's next turn is generated as soon as its own verdict is back, batched with whatever else is
+    ready (`agent.episode.EpisodeRunner`); False (`--lockstep-turns`): a task's trajectories advance turn by
+    turn together, the earlier schedule."""
     rounds: int = 2
     """Beam search rounds."""
     beam_keep: int = 1
@@ -154,7 +158,8 @@ def optimize(config: OptimizeConfig, *, policy: Policy | None = None, evaluator:
         policy, evaluator, turns=config.turns,
         sampling=config.sampling,
         prompt_settings=replace(config.prompt, hardware=hardware, op_policy=task.op_policy),
-        log_path=os.path.join(config.out, "trajectories.jsonl"), on_turn=progress.on_turn)
+        log_path=os.path.join(config.out, "trajectories.jsonl"), on_turn=progress.on_turn,
+        streaming=config.streaming_turns)
     try:
         with progress.bar:
             trajs = search(runner, [task], config.strategy, budget)

@@ -29,6 +29,20 @@ class SamplingConfig:
     """Base seed; completion i of a call uses `seed + i` where the backend supports per-request seeds."""
     logprobs: bool = True
     """Ask for per-token log-probabilities (hf always computes them; openai only when the server gives them)."""
+    seeds: tuple[int, ...] = ()
+    """Per-prompt seeds of one call, in prompt order, in place of `seed + i`; set per call by the episode
+    runner (one per task group, trajectory and turn), not in configs. Why per prompt: a runner that streams
+    turns batches whatever prompts are ready, so which call a prompt lands in depends on timing; a seed of
+    its own keeps its draws the same when the run is repeated (hf, vllm and openai honour it; TRL's vLLM
+    takes no seed per call at all, `train.generation.TRLVLLMPolicy`)."""
+
+    def seed_of(self, i: int) -> int:
+        """The seed of prompt `i` of a call: its own when `seeds` is set, else `seed + i`."""
+        if not self.seeds:
+            return self.seed + i
+        if len(self.seeds) <= i:
+            raise ValueError(f"sampling.seeds holds {len(self.seeds)} seeds; prompt {i} has none")
+        return self.seeds[i]
 
 
 @dataclass(frozen=True)

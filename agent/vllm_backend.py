@@ -2,7 +2,10 @@
 
 vLLM is imported when the policy is built, never at module import, so CPU code paths never need it.
 Identical conversations in one call (every trajectory's first turn) become one request with `n`
-samples, which lets vLLM share the prompt's KV cache among them, as Kevin-32B's rollouts did.
+samples, which lets vLLM share the prompt's KV cache among them, as Kevin-32B's rollouts did. Each prompt
+keeps its own seed (`SamplingConfig.seed_of`): vLLM (V1) runs a request of `n` samples as `n` child requests
+seeded `seed + k` (`vllm/v1/engine/parallel_sampling.py`), so identical prompts share a request only while
+their seeds run on by one; the draws are then what `n` separate requests would have drawn.
 """
 
 from __future__ import annotations
@@ -30,12 +33,9 @@ class VLLMPolicy:
     def generate(self, prompts: list[Conversation], sampling: SamplingConfig) -> list[Completion]:
         from vllm import SamplingParams
 
-        groups: dict[str, list[int]] = {}
-        for i, p in enumerate(prompts):
-            groups.setdefault(repr(p), []).append(i)
-        order = list(groups.values())
+        order = _requests(prompts, sampling)
         params = [SamplingParams(n=len(idx), temperature=sampling.temperature, top_p=sampling.top_p,
-                                 max_tokens=sampling.max_tokens, seed=sampling.seed + idx[0],
+                                 max_tokens=sampling.max_tokens, seed=sampling.seed_of(idx[0]),
                                  logprobs=0 if sampling.logprobs else None) for idx in order]
         t0 = time.perf_counter()
         outputs = self.llm.chat([prompts[idx[0]] for idx in order], sampling_params=params, use_tqdm=False)
@@ -51,3 +51,19 @@ class VLLMPolicy:
                                         prompt_tokens=len(prompt_ids), completion_tokens=len(ids),
                                         reasoning_tokens=inline_reasoning_tokens(sample.text, self.count_tokens))
         return [r for r in results if r is not None]
+
+
+def _requests(prompts: list[Conversation], sampling: SamplingConfig) -> list[list[int]]:
+    """Prompt indices per request: identical prompts whose seeds run on by one (`seed_of(i) = first + k`)
+    share a request of `n` samples; any other prompt starts a request of its own."""
+    open_by_text: dict[str, list[int]] = {}
+    order: list[list[int]] = []
+    for i, p in enumerate(prompts):
+        key = repr(p)
+        idx = open_by_text.get(key)
+        if idx is not None and sampling.seed_of(i) == sampling.seed_of(idx[0]) + len(idx):
+            idx.append(i)
+            continue
+        idx = open_by_text[key] = [i]
+        order.append(idx)
+    return order

@@ -33,6 +33,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--from", dest="from_dir", default="", help="replay: the run folder whose kernels to re-evaluate")
     p.add_argument("--trajectories", type=int, default=16, help="N trajectories per task (default 16)")
     p.add_argument("--turns", type=int, default=8, help="T turns per trajectory (default 8)")
+    p.add_argument("--lockstep-turns", action="store_true",
+                   help="a task's trajectories advance turn by turn together (default: each trajectory's next turn "
+                        "is generated as soon as its own kernel is judged)")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--size", default="", choices=("", "cpu", "gpu"), help="task size (default: gpu on cuda, cpu on cpu)")
     p.add_argument("--language", choices=("cuda", "triton", "cpp"), default="",
@@ -96,7 +99,8 @@ def config_from(args: argparse.Namespace, **changes):
     checks.positive(args.limit, "--limit")
     cfg = BenchConfig(tasks=args.tasks, level=args.level, limit=args.limit or 0, backend=args.backend, model=args.model,
                       base_url=args.base_url, from_dir=args.from_dir, trajectories=args.trajectories, turns=args.turns,
-                      device=args.device, size=args.size, out=args.out, resume=args.resume, op_policy=args.op_policy,
+                      streaming_turns=not args.lockstep_turns, device=args.device, size=args.size, out=args.out,
+                      resume=args.resume, op_policy=args.op_policy,
                       sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens,
                                               seed=args.seed),
                       prompt=PromptSettings(hardware=args.hardware, language=args.language),

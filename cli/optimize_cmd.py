@@ -27,6 +27,9 @@ def add_parser(sub) -> None:
                    help="chat-completions root for --backend openai, e.g. http://localhost:8000/v1")
     p.add_argument("--trajectories", type=int, default=4, help="parallel trajectories (N)")
     p.add_argument("--turns", type=int, default=4, help="refinement turns per trajectory (T; per round for beam)")
+    p.add_argument("--lockstep-turns", action="store_true",
+                   help="a task's trajectories advance turn by turn together (default: each trajectory's next turn "
+                        "is generated as soon as its own kernel is judged)")
     p.add_argument("--strategy", choices=STRATEGIES, default="parallel")
     p.add_argument("--rounds", type=int, default=2, help="beam search rounds")
     p.add_argument("--beam-keep", type=int, default=1, help="beam search: trajectories kept after each round")
@@ -80,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     config = OptimizeConfig(file=args.file, out=args.out, backend=args.backend, model=args.model,
                             base_url=args.base_url, device=args.device, size=args.size, strategy=args.strategy,
                             trajectories=args.trajectories, turns=args.turns, rounds=args.rounds,
+                            streaming_turns=not args.lockstep_turns,
                             beam_keep=args.beam_keep, op_policy=args.op_policy,
                             sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p,
                                                     max_tokens=args.max_tokens, seed=args.seed),

@@ -57,6 +57,10 @@ class BenchConfig:
     """N trajectories per task (Kevin-32B evaluates best@16)."""
     turns: int = 8
     """T refinement turns per trajectory (Kevin-32B's test-time setting)."""
+    streaming_turns: bool = True
+    """A trajectory's next turn is generated as soon as its own verdict is back, batched with whatever else is
+    ready (`agent.episode.EpisodeRunner`); False (`--lockstep-turns`): a task's trajectories advance turn by
+    turn together, the earlier schedule."""
     device: str = "cpu"
     """`cpu` (C++ kernels) or `cuda`."""
     size: str = ""
@@ -257,7 +261,7 @@ def run_agent(config: BenchConfig, tasks: list[Task], done: list[dict[str, Any]]
                                                      config.op_policy).items():
         settings = replace(config.prompt, hardware=hardware, op_policy=policy_name)
         runner = EpisodeRunner(policy, evaluator, turns=remaining, sampling=config.sampling, prompt_settings=settings,
-                               on_turn=on_turn)
+                               on_turn=on_turn, streaming=config.streaming_turns)
         runner.run(jobs)
 
 

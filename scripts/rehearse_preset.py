@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     rank = int(os.environ.get("RANK", "0"))
     rollout = HarnessRollout(evaluator=CannedVerdicts(), trajectories=config.trajectories, turns=config.turns,
                              sampling=config.sampling, prompt_settings=config.prompt,
-                             log_dir=os.path.join(args.out, "trajectories"), score=scoring_of(config).score, rank=rank)
+                             log_dir=os.path.join(args.out, "trajectories"), score=scoring_of(config).score, rank=rank,
+                             streaming=config.streaming_turns)
     seen: dict = {}
     result = grpo.main(config, rollout=rollout, trainer_hook=lambda t: seen.update(trainer=t))
     trainer = seen["trainer"]

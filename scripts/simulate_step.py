@@ -52,7 +52,8 @@ def shape_of_config(config, gpus: int, eval_gpus: int | None, compile_workers: i
     if config.device != "cuda":  # CPU: each rank's own run workers (timings must not collide within a rank)
         ranks = max(1, processes)
         return StepShape(ranks=ranks, tasks_per_rank=-(-config.tasks_per_batch // ranks), trajectories=config.trajectories,
-                         turns=config.turns, compile_workers=cw, run_slots=ex.run_workers, shared_run=False)
+                         turns=config.turns, compile_workers=cw, run_slots=ex.run_workers, shared_run=False,
+                         streaming=config.streaming_turns)
     layout = resolve(config, gpus)
     ranks = layout.training_processes
     ray = ex.kind == "ray"
@@ -60,7 +61,8 @@ def shape_of_config(config, gpus: int, eval_gpus: int | None, compile_workers: i
     if slots <= 0:
         raise SystemExit("no timing GPU in this layout (with a Ray executor, say how many with --eval-gpus)")
     return StepShape(ranks=ranks, tasks_per_rank=-(-config.tasks_per_batch // ranks), trajectories=config.trajectories,
-                     turns=config.turns, compile_workers=cw, run_slots=slots, shared_compile=ray, shared_run=True)
+                     turns=config.turns, compile_workers=cw, run_slots=slots, shared_compile=ray, shared_run=True,
+                     streaming=config.streaming_turns)
 
 
 def from_run(run: str) -> tuple[StepShape, Latencies, list[float]]:
@@ -99,7 +101,7 @@ def from_run(run: str) -> tuple[StepShape, Latencies, list[float]]:
                     if not measured:
                         continue
                     n += 1
-                    calls[(path, task_id, index, t["generate_s"])] = t["generate_s"]
+                    calls[(path, t["generate_s"])] = t["generate_s"]  # a call's time names it (streamed calls mix turns)
                     if res["status"] == "format_error":
                         fmt += 1
                     elif fresh:
@@ -124,7 +126,8 @@ def from_run(run: str) -> tuple[StepShape, Latencies, list[float]]:
     ex = conf.get("executor", {})
     shape = StepShape(ranks=world, tasks_per_rank=-(-conf["tasks_per_batch"] // world), trajectories=conf["trajectories"],
                       turns=conf["turns"], compile_workers=ex.get("compile_workers", 2), run_slots=ex.get("run_workers", 1),
-                      shared_run=conf.get("device") == "cuda")
+                      shared_run=conf.get("device") == "cuda",
+                      streaming=bool(conf.get("streaming_turns", False)))  # runs from before the setting were lockstep
     print(f"measured in {run}: {n} completions after step 0, {fmt} format errors, {novel} novel kernels "
           f"(compile {statistics.median(compile_s):.2f} s, run {statistics.median(run_s or [0.0]):.2f} s median), "
           f"{same_call} waiting on their call's twin, {evaluated - novel - same_call} answered from earlier calls; "
@@ -143,7 +146,7 @@ def summary(shape: StepShape, lat: Latencies, steps: int, seed: int) -> dict[str
 
 def show(label: str, shape: StepShape, s: dict[str, float]) -> None:
     print(f"{label}: {shape.ranks} rank(s) x {shape.tasks_per_rank} task(s) x {shape.trajectories} trajectories x "
-          f"{shape.turns} turns; compile workers {shape.compile_workers}{' (one pool)' if shape.shared_compile else ' per rank'}, "
+          f"{shape.turns} turns{'' if shape.streaming else ' (lockstep)'}; compile workers {shape.compile_workers}{' (one pool)' if shape.shared_compile else ' per rank'}, "
           f"run slots {shape.run_slots}{' (shared)' if shape.shared_run else ' per rank'}")
     print(f"  step {s['step_s']:.1f} s (rollout {s['rollout_s']:.1f} s, generating {s['generate_s']:.1f} s); "
           f"eval_wait_share {s['eval_wait_share']:.2f}; training GPUs idle {s['train_gpu_idle_share']:.2f}; "
@@ -159,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval-gpus", type=int, default=None, help="override layout.eval_gpus (Ray: the pool's GPUs)")
     ap.add_argument("--compile-workers", type=int, default=None, help="override executor.compile_workers")
     ap.add_argument("--processes", type=int, default=1, help="a CPU preset's training processes (default 1)")
+    ap.add_argument("--schedule", choices=("streaming", "lockstep"), default=None,
+                    help="turns streamed or in lockstep, whatever the preset's streaming_turns says")
     ap.add_argument("--steps", type=int, default=200, help="simulated steps to average (default 200)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--sweep", action="store_true", help="every training/timing split, and half/once/twice the compile workers")
@@ -178,6 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     from train.config import TrainConfig, load_config
 
     config = load_config(TrainConfig, args.config, "train")
+    if args.schedule:
+        config = replace(config, streaming_turns=args.schedule == "streaming")
     lat = load_latencies(args.latencies)
     shape = shape_of_config(config, args.gpus, args.eval_gpus, args.compile_workers, args.processes)
     where = f"{args.gpus} GPU(s)" if config.device == "cuda" else f"CPU, {shape.ranks} process(es)"

@@ -46,6 +46,32 @@ def test_batched_sampling_returns_ids_and_logprobs_that_match_a_forward_pass(tin
     assert torch.allclose(expected, torch.tensor(c.logprobs), atol=1e-4)
 
 
+def test_per_prompt_seeds_draw_the_same_tokens_whatever_shares_the_batch(tiny):
+    """With `SamplingConfig.seeds` each row samples from a generator of its own: a prompt alone, or in another
+    batch in another place, draws what it drew; another seed draws otherwise; top-p near 0 is greedy; the
+    log-probabilities are still the temperature-scaled model's."""
+    prompts = [[{"role": "user", "content": text}] for text in
+               ("write a relu kernel", "hi", "a much longer prompt than the other two, to force padding")]
+    sampling = SamplingConfig(temperature=1.0, max_tokens=12, seeds=(11, 12, 13))
+    together = [c.token_ids for c in tiny.generate(prompts, sampling)]
+    [alone] = tiny.generate(prompts[1:2], SamplingConfig(temperature=1.0, max_tokens=12, seeds=(12,)))
+    assert alone.token_ids == together[1]
+    swapped = tiny.generate([prompts[2], prompts[0]], SamplingConfig(temperature=1.0, max_tokens=12, seeds=(13, 11)))
+    assert [c.token_ids for c in swapped] == [together[2], together[0]]
+    others = [c.token_ids for c in tiny.generate(prompts, SamplingConfig(temperature=1.0, max_tokens=12,
+                                                                        seeds=(21, 22, 23)))]
+    assert others != together
+    nearly_greedy = tiny.generate(prompts, SamplingConfig(temperature=1.0, top_p=1e-6, max_tokens=12, seeds=(1, 2, 3)))
+    greedy = tiny.generate(prompts, SamplingConfig(temperature=0.0, max_tokens=12))
+    assert [c.token_ids for c in nearly_greedy] == [c.token_ids for c in greedy]
+    c = swapped[0]
+    ids = torch.tensor([list(c.prompt_token_ids) + list(c.token_ids)])
+    with torch.no_grad():
+        logits = tiny.model(ids).logits[0, len(c.prompt_token_ids) - 1:-1].float()
+    expected = torch.log_softmax(logits, dim=-1).gather(-1, torch.tensor(c.token_ids)[:, None])[:, 0]
+    assert torch.allclose(expected, torch.tensor(c.logprobs), atol=1e-4)
+
+
 def test_hf_policy_runs_an_episode_end_to_end(tiny, tmp_path, build_cache_dir):
     if importlib.util.find_spec("kernelbench.executors.evaluator"):
         from kernelbench.harness.config import EvalConfig

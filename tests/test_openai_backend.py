@@ -45,6 +45,13 @@ def test_reasoning_field_variant_and_batch_order():
     assert "authorization" not in srv.headers[0]
 
 
+def test_per_prompt_seeds_go_with_their_own_requests():
+    with ChatServer(lambda body: {"content": body["messages"][-1]["content"]}) as srv:
+        convs = [[{"role": "user", "content": str(i)}] for i in range(3)]
+        OpenAIPolicy(srv.base_url, "m", api_key="").generate(convs, SamplingConfig(seed=1, seeds=(70, 5, 900)))
+    assert {r["messages"][-1]["content"]: r["seed"] for r in srv.requests} == {"0": 70, "1": 5, "2": 900}
+
+
 def test_retries_rate_limits_and_server_errors_then_succeeds():
     # The server says how long to wait (retry-after-ms), as rate-limited APIs do; the client obeys it.
     script = [{"status": 429, "error": "slow down", "retry_after_ms": 20}, {"status": 503, "retry_after_ms": 20},

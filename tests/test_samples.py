@@ -71,14 +71,14 @@ def test_inherited_turns_are_context_not_samples():
 # ---------------------------------------------------------------- the episode runner's defects
 
 class RecordingPolicy:
-    """Answers every prompt with a fixed kernel and records each call's sampling seed."""
+    """Answers every prompt with a fixed kernel and records each prompt's sampling seed."""
 
     def __init__(self):
         self.seeds: list[int] = []
 
     def generate(self, prompts, sampling: SamplingConfig):
-        self.seeds.append(sampling.seed)
-        return [Completion(text=f"<summary>s</summary>\n```python\nclass ModelNew: pass  # {sampling.seed} {i}\n```",
+        self.seeds.extend(sampling.seed_of(i) for i in range(len(prompts)))
+        return [Completion(text=f"<summary>s</summary>\n```python\nclass ModelNew: pass  # {sampling.seed_of(i)}\n```",
                            token_ids=(3, 4), logprobs=(-0.1, -0.1)) for i in range(len(prompts))]
 
 
@@ -103,13 +103,13 @@ def _runner(policy, evaluator, turns=2, **kw):
                          prompt_settings=PromptSettings(device="cpu", hardware="test"), **kw)
 
 
-def test_every_policy_call_of_a_run_gets_its_own_seed():
+def test_every_prompt_of_a_run_gets_its_own_seed():
     from agent.episode import Job
 
     policy = RecordingPolicy()
     _runner(policy, InstantEvaluator(), turns=3).run([Job(task=t, traj_id=str(i)) for t in (TASK, TASK2)
                                                       for i in range(2)])
-    assert len(policy.seeds) == 6 and len(set(policy.seeds)) == 6
+    assert len(policy.seeds) == 12 and len(set(policy.seeds)) == 12
 
 
 def test_turn_scores_follow_the_runs_correctness_weight():

@@ -238,6 +238,13 @@ class TrainConfig:
     correctness and timing trials) costs seconds, and measuring an identical text again only redraws
     timing noise. The first evaluation of each text is complete (correctness, policy checks, timing). A text
     rejected on timing noise alone (`train/rollout.NOISY_FLAGS`) is measured again when it comes back."""
+    streaming_turns: bool = True
+    """A trajectory's next turn is generated as soon as its own verdict is back, in a policy call with whatever
+    other prompts are ready then (`agent.episode.EpisodeRunner`): one slow compile holds only its own
+    trajectory. False: the earlier lockstep schedule, a task's trajectories advancing turn by turn together
+    (one call per task and turn). Streaming makes more, smaller calls; where a call lasts about as long
+    whatever its size (decode-bound) and verdicts come back close together, lockstep may finish first:
+    `perf/eval_wait_share` and `perf/rollout_s` tell (docs/scale.md)."""
     checkpoint_every: int = 10
     """Save a resumable checkpoint (TRL's: model, optimizer, scheduler, RNG, trainer state) every N steps and
     at the end, under `checkpoints/checkpoint-K` (K counts optimizer steps: step × grad_steps_per_batch)."""

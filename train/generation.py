@@ -28,7 +28,13 @@ class TRLVLLMPolicy:
     is a round: the ranks first agree on the largest prompt count (an all-gather of counts), every rank pads to
     it with copies of a prompt, and `finish` keeps a rank that is done answering rounds (with filler prompts)
     until every rank is done. The padding costs generation only when ranks are uneven. Colocated vLLM with
-    `vllm_tensor_parallel_size` > 1 gathers within its group alike; rounds over the whole world cover it."""
+    `vllm_tensor_parallel_size` > 1 gathers within its group alike; rounds over the whole world cover it.
+    Streamed turns (`agent.episode.EpisodeRunner`) make more, smaller calls and a number per rank that depends
+    on when verdicts return: rounds take any number of calls of any size per rank, so the contract holds.
+
+    Sampling settings come from TRL's `GRPOConfig`, not from `generate`'s `sampling`: TRL seeds its engine
+    once per process and takes no seed per call or per prompt, so a rollout through it does not repeat draw
+    for draw, streamed or not (the hf, vllm and openai backends honour `SamplingConfig.seeds`)."""
 
     def __init__(self, trainer: Any, tokenizer: Any):
         self.trainer, self.tokenizer = trainer, tokenizer

@@ -89,7 +89,8 @@ def make_harness_rollout(config: TrainConfig, out_dir: str, rank: int = 0):
         evaluator = ReusingEvaluator(evaluator)
     return HarnessRollout(evaluator=evaluator, trajectories=config.trajectories, turns=config.turns,
                           sampling=config.sampling, prompt_settings=config.prompt,
-                          log_dir=os.path.join(out_dir, "trajectories"), score=scoring_of(config).score, rank=rank)
+                          log_dir=os.path.join(out_dir, "trajectories"), score=scoring_of(config).score, rank=rank,
+                          streaming=config.streaming_turns)
 
 
 def task_dataset(tasks: Sequence[Task], tasks_per_batch: int) -> Any:

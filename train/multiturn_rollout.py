@@ -110,8 +110,10 @@ class MultiTurnRollout:
         from accelerate.utils import gather_object
 
         samples = [s for grp in groups for s in grp]
-        # Every turn carries the wall time of the batched call that produced it: count each call once.
-        gen_s = sum(v for _, v in {(t.index, t.generate_s) for tr in trajs for t in tr.new_turns})
+        # Every turn carries the wall time of the batched call that produced it: count each call once. A
+        # streamed call holds several tasks and turns, so the time alone names the call (two calls never
+        # last the same to the nanosecond).
+        gen_s = sum({t.generate_s for tr in trajs for t in tr.new_turns})
         evaluator = getattr(self.rollout, "evaluator", None)
         local = {"samples": [(s.score, s.reward, s.advantage, s.status, s.turn_index, len(s.completion_ids),
                               s.finish_reason, s.response, repetition_rate(s.completion_ids)) for s in samples],

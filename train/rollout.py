@@ -1,8 +1,8 @@
 """Rollouts for training: the harness-backed multi-turn rollout and the evaluator wrapper it submits to.
 
 A rollout runs on the trainer's current weights inside TRL's generation step (train/grpo.py), so every
-batch is on-policy. Inside one batch the episode runner overlaps evaluation with generation: a task's
-next turn is generated as soon as its evaluations return, while other tasks' kernels compile and run.
+batch is on-policy. Inside one batch the episode runner overlaps evaluation with generation: a trajectory's
+next turn is generated as soon as its own evaluation returns, while other kernels compile and run.
 """
 
 from __future__ import annotations
@@ -42,12 +42,15 @@ class HarnessRollout:
     """Verdict -> score under the run's reward settings (`rewards.ScoreConfig.score`)."""
     rank: int = 0
     """Process index; ranks above 0 log to their own file."""
+    streaming: bool = True
+    """Streamed turns (`TrainConfig.streaming_turns`; `agent.episode.EpisodeRunner`)."""
 
     def collect(self, policy: Policy, tasks: Sequence[Task], step: int, seed: int) -> list[Trajectory]:
         suffix = f"-{self.rank}" if self.rank else ""
         log_path = f"{self.log_dir}/step_{step:06d}{suffix}.jsonl" if self.log_dir else ""
         runner = EpisodeRunner(policy, self.evaluator, turns=self.turns, sampling=replace(self.sampling, seed=seed),
-                               prompt_settings=self.prompt_settings, log_path=log_path, score=self.score)
+                               prompt_settings=self.prompt_settings, log_path=log_path, score=self.score,
+                               streaming=self.streaming)
         # traj_id `k/i`: trajectory i of the batch's k-th task slot, so a task drawn twice stays two groups.
         return runner.run(Job(task=t, traj_id=f"{k}/{i}") for k, t in enumerate(tasks) for i in range(self.trajectories))
 

@@ -1,9 +1,11 @@
 """A discrete-event model of one training step: how long it takes, and who waits on whom.
 
 What it models is the code's own schedule, not an idealised one:
-- each training process (rank) runs `agent.episode.EpisodeRunner` over its share of the batch's tasks: one
-  policy call per (task group, turn), one call at a time; a group's next turn is ready when all its
-  trajectories' evaluations of this turn are back; while a rank generates, evaluations run;
+- each training process (rank) runs `agent.episode.EpisodeRunner` over its share of the batch's tasks, one
+  policy call at a time; while a rank generates, evaluations run. Streamed turns (`streaming`, the default):
+  a trajectory's next turn is ready as soon as its own verdict is back, and a call takes every ready one.
+  Lockstep: one call per (task group, turn), a group's next turn ready when all its trajectories' verdicts
+  of this turn are back;
 - an evaluation is a compile on a compile worker, then a run stage on a run slot (`harness_error` and
   compile failures skip the run; a format error skips both). Compile workers are each rank's own (the local
   executor) or one pool (Ray); run slots are the node's timing GPUs, shared by every rank
@@ -33,8 +35,9 @@ class Latencies:
     compile_s: tuple[float, ...]
     run_s: tuple[float, ...]
     generate_call_s: tuple[float, ...] = ()
-    """Whole policy calls (one task group's trajectories, batched). Empty: from `completion_tokens` and
-    `decode_tokens_per_s` (a batched call lasts as long as its longest completion) plus `call_overhead_s`."""
+    """Whole policy calls, whatever their size (a decode-bound batch lasts about as long as one sequence).
+    Empty: from `completion_tokens` and `decode_tokens_per_s` (a batched call lasts as long as its longest
+    completion) plus `call_overhead_s`."""
     completion_tokens: tuple[float, ...] = ()
     decode_tokens_per_s: float = 0.0
     """Tokens per second of one sequence while the engine decodes a batch."""
@@ -67,6 +70,8 @@ class StepShape:
     """In all when `shared_run`, else per rank."""
     shared_compile: bool = False
     shared_run: bool = True
+    streaming: bool = True
+    """Streamed turns (`TrainConfig.streaming_turns`); False: lockstep."""
 
 
 @dataclass(frozen=True)
@@ -84,8 +89,12 @@ class StepTime:
 
 @dataclass
 class _Rank:
-    groups: list[dict]
+    turns: list[list[int]]
+    """Turns done per (group, trajectory)."""
+    waiting: list[int]
+    """Lockstep: verdicts of the current turn not back yet, per group."""
     ready: deque = field(default_factory=deque)
+    """(group, trajectory) pairs whose next turn can be generated."""
     busy_until: float = 0.0
     generating: bool = False
     gen_s: float = 0.0
@@ -105,7 +114,8 @@ def simulate(shape: StepShape, lat: Latencies, rng: random.Random) -> StepTime:
         seq += 1
 
     waiters: dict[int, list[tuple[int, int]]] = {}  # evaluation id -> reused completions waiting for it
-    ranks = [_Rank(groups=[{"turn": 0, "waiting": 0} for _ in range(shape.tasks_per_rank)]) for _ in range(shape.ranks)]
+    ranks = [_Rank(turns=[[0] * shape.trajectories for _ in range(shape.tasks_per_rank)],
+                   waiting=[0] * shape.tasks_per_rank) for _ in range(shape.ranks)]
     compile_free = [shape.compile_workers] * (1 if shape.shared_compile else shape.ranks)
     run_free = [shape.run_slots] * (1 if shape.shared_run else shape.ranks)
     compile_queue = [deque() for _ in compile_free]
@@ -123,78 +133,97 @@ def simulate(shape: StepShape, lat: Latencies, rng: random.Random) -> StepTime:
         rank = ranks[r]
         if rank.generating or not rank.ready:
             return
-        g = rank.ready.popleft()
-        d = call_s(shape.trajectories)
+        if shape.streaming:  # every ready trajectory
+            batch = list(rank.ready)
+            rank.ready.clear()
+        else:  # the first ready group's trajectories
+            g, batch = rank.ready[0][0], []
+            while rank.ready and rank.ready[0][0] == g:
+                batch.append(rank.ready.popleft())
+        d = call_s(len(batch))
         rank.generating, rank.gen_s = True, rank.gen_s + d
-        at(now + d, "generated", r, g)
+        at(now + d, "generated", r, tuple(batch))
 
     def start_pool(free: list, queue: list, i: int, now: float, kind: str) -> None:
         nonlocal run_busy_s
         while free[i] and queue[i]:
             free[i] -= 1
-            r, g, e = queue[i].popleft()
+            r, gs, e = queue[i].popleft()
             d = draw(lat.compile_s if kind == "compiled" else lat.run_s)
             if kind == "ran":
                 run_busy_s += d
-            at(now + d, kind, r, g, i, e)
+            at(now + d, kind, r, gs, i, e)
 
-    def verdict(r: int, g: int, e: int, now: float) -> None:
+    def verdict(r: int, gs: tuple[int, int], e: int, now: float) -> None:
         """Evaluation `e` is judged: its completion and every reused one waiting for it are recorded."""
-        for rw, gw in [(r, g)] + waiters.pop(e, []):
+        for rw, gw in [(r, gs)] + waiters.pop(e, []):
             record(rw, gw, now)
 
-    def record(r: int, g: int, now: float) -> None:
-        group = ranks[r].groups[g]
-        group["waiting"] -= 1
-        if group["waiting"] == 0:
-            group["turn"] += 1
-            if group["turn"] < shape.turns:
-                ranks[r].ready.append(g)
-                start_generation(r, now)
+    def record(r: int, gs: tuple[int, int], now: float) -> None:
+        """A verdict for trajectory `gs` = (group, trajectory) of rank `r`: which turns become ready."""
+        rank = ranks[r]
+        g, s = gs
+        rank.turns[g][s] += 1
+        if shape.streaming:
+            advance(r, [gs], now)
+            return
+        rank.waiting[g] -= 1
+        if rank.waiting[g] == 0:
+            advance(r, [(g, k) for k in range(shape.trajectories)], now)
+
+    def advance(r: int, pairs: list[tuple[int, int]], now: float) -> None:
+        rank = ranks[r]
+        for g, s in pairs:
+            if rank.turns[g][s] < shape.turns:
+                rank.ready.append((g, s))
             else:
-                ranks[r].finished += 1
-                if ranks[r].finished == shape.tasks_per_rank:
-                    ranks[r].done_at = now
+                rank.finished += 1
+                if rank.finished == shape.tasks_per_rank * shape.trajectories:
+                    rank.done_at = now
+        start_generation(r, now)
 
     for r, rank in enumerate(ranks):
-        rank.ready.extend(range(shape.tasks_per_rank))
+        rank.ready.extend((g, s) for g in range(shape.tasks_per_rank) for s in range(shape.trajectories))
         start_generation(r, t0)
     while events:
         now, _, kind, args = heapq.heappop(events)
         if kind == "generated":
-            r, g = args
-            ranks[r].generating = False
-            ranks[r].groups[g]["waiting"] = shape.trajectories
+            r, batch = args
+            if not shape.streaming:
+                ranks[r].waiting[batch[0][0]] = len(batch)
             ci = 0 if shape.shared_compile else r
             this_call: list[int] = []
-            for _ in range(shape.trajectories):
+            # still generating while the call's answers are sorted: the next call takes every one that is
+            # ready by then (a format error's trajectory included), as the runner's does
+            for gs in batch:
                 u = rng.random()
                 if rng.random() < lat.format_error_share:
-                    record(r, g, now)
+                    record(r, gs, now)
                 elif u < lat.novel_share:
                     evaluations += 1
                     this_call.append(evaluations)
-                    compile_queue[ci].append((r, g, evaluations))
+                    compile_queue[ci].append((r, gs, evaluations))
                 elif u < lat.novel_share + lat.same_call_share and this_call:
-                    waiters.setdefault(this_call[rng.randrange(len(this_call))], []).append((r, g))
+                    waiters.setdefault(this_call[rng.randrange(len(this_call))], []).append((r, gs))
                 else:  # an earlier call's text: its verdict is there already
-                    record(r, g, now)
+                    record(r, gs, now)
+            ranks[r].generating = False
             start_pool(compile_free, compile_queue, ci, now, "compiled")
             start_generation(r, now)
         elif kind == "compiled":
-            r, g, ci, e = args
+            r, gs, ci, e = args
             compile_free[ci] += 1
             if rng.random() < lat.no_run_share:
-                verdict(r, g, e, now)
+                verdict(r, gs, e, now)
             else:
                 ri = 0 if shape.shared_run else r
-                run_queue[ri].append((r, g, e))
+                run_queue[ri].append((r, gs, e))
                 start_pool(run_free, run_queue, ri, now, "ran")
             start_pool(compile_free, compile_queue, ci, now, "compiled")
         else:  # ran
-            r, g, ri, e = args
+            r, gs, ri, e = args
             run_free[ri] += 1
-            verdict(r, g, e, now)
+            verdict(r, gs, e, now)
             start_pool(run_free, run_queue, ri, now, "ran")
     rollout = max(rank.done_at for rank in ranks) - t0
     gen = max(rank.gen_s for rank in ranks)
