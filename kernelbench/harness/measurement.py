@@ -11,13 +11,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from kernelbench.harness import build_manifest, builder, children, code_check, ncu, paired, profiling, protocol, report, sandbox
-from kernelbench.harness import triton_kernels
+from kernelbench.harness import reference_cache, triton_kernels
 from kernelbench.harness.child import timing, worker
 from kernelbench.harness.build_tree import remove_tree
 from kernelbench.harness.child.inputs import Seeds, draw_seeds
 from kernelbench.harness.config import EvalConfig
-from kernelbench.harness.reference import (REFERENCE_FILE_MB, HarnessError, Reference, reference_from, reference_job,
-                                           run_reference)
+from kernelbench.harness.reference import REFERENCE_FILE_MB, HarnessError, Reference, reference_from, reference_job
 from kernelbench.harness.result import CORRECT
 from kernelbench.harness.staged import Staged, policy_of
 from kernelbench.harness.verdict import RunVerdict, verdict
@@ -245,19 +244,17 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
                 remove_tree(scratch)
 
 
-def measure_once(staged: Staged, slot: sandbox.SlotLease) -> tuple[RunVerdict, Reference | None, Seeds]:
+def measure_once(staged: Staged, slot: sandbox.SlotLease,
+                 share: reference_cache.Share | None = None) -> tuple[RunVerdict, Reference | None, Seeds]:
+    """One measurement with fresh seeds; with `share`, off paired timing, the group's seeds and reference
+    (`reference_cache`): paired timing's reference child is the candidate's own whatever the group."""
     config = staged.config
-    seeds = draw_seeds(config.correctness_trials, config.extra_distribution_trials,
-                       config.timing_input_sets if config.timing_trials > 0 else 0)
     if children.paired(config):
+        seeds = draw_seeds(config.correctness_trials, config.extra_distribution_trials, config.timing_input_sets)
         judged, ref = _measure_paired(staged, slot, seeds)
         return judged, ref, seeds
-    ref_scratch = sandbox.make_scratch(slot.uid, prefix="ka-ref-")
-    try:
-        ref = run_reference(staged.task, config, seeds, slot, ref_scratch)
-        judged = run_candidate(staged, ref, seeds, slot, ref_scratch)
+    with reference_cache.held(staged, slot, share) as held:
+        judged = run_candidate(staged, held.ref, held.seeds, slot, held.inputs_dir)
         if config.profile == "ncu" and config.device == "cuda" and judged.status == CORRECT:
-            judged = _with_ncu(staged, judged, seeds, slot, ref_scratch)
-        return judged, ref, seeds
-    finally:
-        remove_tree(ref_scratch)
+            judged = _with_ncu(staged, judged, held.seeds, slot, held.inputs_dir)
+        return judged, held.ref, held.seeds
