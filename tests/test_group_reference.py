@@ -18,6 +18,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -102,6 +103,22 @@ def test_a_group_runs_one_reference_and_judges_each_candidate(cfg, reference_chi
     assert len(seeds) == 1, "a group is judged on one seed set"
 
 
+def test_under_paired_timing_a_group_shares_its_outputs_and_each_keeps_its_timing(cfg, reference_children):
+    """CPU default: one untimed child computes the group's inputs and outputs; each candidate's reference child
+    still times beside it in alternating blocks, on the group's inputs."""
+    paired_cfg = replace(cfg, timing_rounds=4)
+    with Evaluator(paired_cfg, compile_workers=1, run_workers=1) as ev:
+        futures = [ev.submit(RELU, src, group="step0/paired") for src in (HONEST, WRONG, CACHED, HONEST)]
+        honest, wrong, cached, honest2 = [f.result() for f in futures]
+    assert reference_children == [RELU.id]
+    for r in (honest, honest2):
+        assert r.status == CORRECT and r.speedup > 0 and r.conditions.timing_rounds == 4, describe(r)
+    assert honest.ref_runtime_ms != honest2.ref_runtime_ms, "each candidate's reference timed beside it"
+    assert wrong.status == INCORRECT and "outside atol" in wrong.feedback, describe(wrong)
+    assert cached.status == INCORRECT and "outside atol" in cached.feedback, describe(cached)
+    assert len({(r.conditions.init_seed, r.conditions.input_seeds) for r in (honest, wrong, cached, honest2)}) == 1
+
+
 def test_groups_and_ungrouped_candidates_get_seeds_of_their_own(cfg, reference_children):
     with Evaluator(cfg, compile_workers=1, run_workers=1) as ev:
         plan = [("a", HONEST), ("b", HONEST), ("a", WRONG), ("", HONEST), ("", HONEST)]
@@ -115,10 +132,10 @@ def test_groups_and_ungrouped_candidates_get_seeds_of_their_own(cfg, reference_c
     assert [r.status for r in results + [late]] == [CORRECT, CORRECT, INCORRECT, CORRECT, CORRECT, CORRECT]
 
 
-@pytest.mark.parametrize("kind", ["bwrap", "plain"])
-def test_a_candidate_finds_nothing_of_its_groups_reference(cfg, reference_children, kind, monkeypatch):
+@pytest.mark.parametrize("kind,rounds", [("bwrap", 0), ("bwrap", 4), ("plain", 0)])
+def test_a_candidate_finds_nothing_of_its_groups_reference(cfg, reference_children, kind, rounds, monkeypatch):
     """The searcher runs after an honest candidate of its group, so the group's reference exists (in the
-    parent's folder) all along, and again beside it."""
+    parent's folder) all along, and again beside it; timed one after the other, and paired."""
     if kind == "bwrap" and not bwrap.find_bwrap():
         pytest.skip("bubblewrap unusable here")
     if kind == "plain":
@@ -126,7 +143,7 @@ def test_a_candidate_finds_nothing_of_its_groups_reference(cfg, reference_childr
             pytest.skip("the plain child keeps the harness's uid here (it cannot drop to a slot's uid and still "
                         "reach the interpreter): it can read what the harness can")
         monkeypatch.setattr(bwrap, "find_bwrap", lambda: "")
-    with Evaluator(cfg, compile_workers=1, run_workers=2) as ev:
+    with Evaluator(replace(cfg, timing_rounds=rounds), compile_workers=1, run_workers=2) as ev:
         first = ev.submit(RELU, HONEST, group=f"look/{kind}")
         searchers = [ev.submit(RELU, SEARCHER, group=f"look/{kind}") for _ in range(2)]
         results = [first.result()] + [f.result() for f in searchers]

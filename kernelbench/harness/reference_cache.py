@@ -7,11 +7,13 @@ one group name (`Evaluator.submit(..., group=)`) now share one seed set and one 
 configuration: the first to reach its run stage computes it, the others wait for it, and every one is judged
 against the same `Reference`.
 
-Where it applies: the run stage that times one side after the other (CUDA, or CPU with `timing_rounds=0`),
-where the reference's outputs, timing, inputs and profile do not depend on the candidate. Paired timing (CPU)
-keeps its reference child per candidate: that child is alive beside the candidate and its timed blocks
-alternate with the candidate's, so its timing is the candidate's own by construction (docs/harness.md,
-"One reference per group", says what sharing the rest would save there).
+Where it applies: timing one side after the other (CUDA, or CPU with `timing_rounds=0`), the whole
+`Reference` (outputs, timing, inputs, profile) is computed once and reused. Paired timing (CPU) keeps a
+reference child per candidate, alive beside it and timed in alternating blocks, so the reference's timing stays
+the candidate's own; what the group shares there is what does not take part in the alternation: one child
+computes the group's inputs and expected outputs untimed (`ReferenceJob.part` `outputs`), and each candidate's
+paired reference child loads those inputs and only times (part `timing`), so it is ready for the first block
+sooner (docs/harness.md, "One reference per group", has the figures).
 
 What stays out of a candidate's reach (`Held`): the reference's outputs and seeds live in this process only;
 after the reference child ends, its folder keeps `inputs.pt` alone (each run child gets a copy of it, as
@@ -35,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelbench.harness import reference, sandbox
+from kernelbench.harness import children, reference, sandbox
 from kernelbench.harness.build_tree import remove_tree
 from kernelbench.harness.child.inputs import Seeds, draw_seeds
 from kernelbench.harness.reference import HarnessError, Reference
@@ -78,7 +80,9 @@ def compute(staged: Staged, slot: sandbox.SlotLease) -> Held:
                        config.timing_input_sets if config.timing_trials > 0 else 0)
     scratch = sandbox.make_scratch(slot.uid, prefix="ka-ref-")
     try:
-        ref = reference.run_reference(staged.task, config, seeds, slot, scratch)
+        # paired timing's reference child times beside each candidate: here its inputs and outputs, untimed
+        part = "outputs" if children.paired(config) else "all"
+        ref = reference.run_reference(staged.task, config, seeds, slot, scratch, part)
         # the child and every process of its uid are dead (`run_child`): nothing writes here any more
         if slot.uid >= 0:
             sandbox.give_tree(scratch, os.geteuid())
