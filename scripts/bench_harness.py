@@ -2,6 +2,7 @@
 
     python scripts/bench_harness.py                  # CPU: C++ candidates (a few minutes on 2 cores)
     python scripts/bench_harness.py --device cuda    # GPU: CUDA load_inline and NVRTC (cupy) candidates
+    python scripts/bench_harness.py --group 16       # only: a GRPO group through Evaluator, with and without group=
 
 Prints figures and the targets they are read against; asserts nothing. Targets (CPU): a warm-cache
 evaluation of a small C++ candidate <= 6x a bare `python -c "import torch"`; a cold compile <= 15 s once
@@ -84,12 +85,17 @@ def main() -> None:
     # itself at 8, 0.80x-1.48x at 16 (`cv_interval`); at 5 the figure could not tell 4 % from 9 %
     ap.add_argument("--repeats", type=int, default=16, help="evaluations of one candidate for the CV")
     ap.add_argument("--batch", type=int, default=4, help="candidates in the compile-bound throughput batch (0: skip)")
+    ap.add_argument("--group", type=int, default=0, help="only the group figure: this many candidates of one task "
+                    "evaluated alone and as one group (`Evaluator.submit(..., group=)`)")
     args = ap.parse_args()
     cache = tempfile.mkdtemp(prefix="ka-bench-cache-")
     size = "gpu" if args.device == "cuda" else "cpu"
     cfg = EvalConfig(device=args.device, size=size, build_cache_dir=cache, static_checks=False)
     cand = (FIXTURES / ("cuda_relu.py" if args.device == "cuda" else "relu_ok.py")).read_text()
     print(f"harness benchmark on {args.device} ({os.cpu_count()} cores, sandbox {sandbox.sandbox_kind()})")
+    if args.group > 0:
+        group_throughput(cfg, cand, args.group)
+        return
 
     base = torch_import_s()
     bare, tor = sandbox_start_s()
@@ -215,6 +221,37 @@ def throughput(cfg: EvalConfig, cand: str, n: int) -> None:
     row("  throughput ratio 2 workers / 1 (whole evaluations)", f"{rates['whole', 2] / rates['whole', 1]:.2f}x",
         "bounded by 2C/(C+R) on 2 cores")
 
+
+def group_throughput(cfg: EvalConfig, cand: str, n: int) -> None:
+    """`n` distinct honest candidates of one task (a GRPO group) through one `Evaluator` (its default workers:
+    one run worker), each submitted twice: alone and under one `group=`, the two kinds interleaved so that the
+    load of a shared machine, which drifts by tens of percent within minutes, weighs on both alike. The run
+    stage is the bottleneck once the builds exist (made first, untimed: the candidates differ in Python only),
+    so a kind's evaluations per minute are its count over the run-stage seconds it took (`run_s`, waiting for a
+    shared reference included). On CPU with paired timing (the default: the group shares its inputs and
+    outputs, each candidate keeps a reference child timed beside it) and with `timing_rounds=0` (one
+    reference child for the whole group)."""
+    from kernelbench.harness.evaluate import compile_stage
+
+    batch = [f"# candidate {i} of one group\n{cand}" for i in range(n)]
+    for src in batch:
+        compile_stage(TASK, src, cfg)
+    evaluate(TASK, batch[0], cfg)  # untimed: the warm worker and the page cache, paid by neither kind
+    configs = [("default config", cfg)]
+    if cfg.device == "cpu":
+        configs = [("default (paired timing)", cfg), ("timing_rounds=0", replace(cfg, timing_rounds=0))]
+    for label, c in configs:
+        with Evaluator(c) as ev:
+            kinds = [(group, ev.submit(TASK, src, group=group)) for src in batch for group in ("", "bench-group")]
+            out = {group: [f.result() for g, f in kinds if g == group] for group in ("", "bench-group")}
+            shared = ev.references.computed
+        rates = {group: 60 * n / sum(r.run_s for r in results) for group, results in out.items()}
+        for group, results in out.items():
+            how = "one group" if group else "each alone"
+            row(f"{label}: {n} candidates, {how}", f"{rates[group]:.2f} /min",
+                f"run stage; statuses {','.join(sorted({r.status for r in results}))}")
+        row("  ratio group / alone", f"{rates['bench-group'] / rates['']:.2f}x",
+            f"{shared} reference(s) computed for the group")
 
 if __name__ == "__main__":
     main()
