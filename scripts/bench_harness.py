@@ -3,6 +3,7 @@
     python scripts/bench_harness.py                  # CPU: C++ candidates (about ten minutes on 2 cores)
     python scripts/bench_harness.py --extra          # + PCH variants and 1-vs-2 worker scaling
     python scripts/bench_harness.py --device cuda    # GPU: CUDA load_inline and NVRTC (cupy) candidates
+    python scripts/bench_harness.py --group 16       # only: a GRPO group through Evaluator, with and without group=
 
 Prints figures and, last, a table of each against its target; asserts nothing. Every ratio is measured in this
 run on this machine: against a bare `python -c "import torch"`, and the warm workers (`EvalConfig.warm_workers`,
@@ -87,6 +88,8 @@ def main() -> None:
     # itself at 8, 0.80x-1.48x at 16 (`cv_interval`); at 5 the figure could not tell 4 % from 9 %
     ap.add_argument("--repeats", type=int, default=16, help="evaluations of one candidate for the CV")
     ap.add_argument("--group", type=int, default=16, help="distinct candidates of one task in the group figure (0: skip)")
+    ap.add_argument("--group-only", type=int, default=0, help="only the group figure's detail: this many candidates of "
+                    "one task evaluated alone and as one group (`Evaluator.submit(..., group=)`), warm workers both")
     ap.add_argument("--batch", type=int, default=4, help="--extra: candidates in the 1-vs-2 worker batch")
     ap.add_argument("--extra", action="store_true", help="also the PCH variants and the 1-vs-2 worker scaling")
     args = ap.parse_args()
@@ -96,6 +99,9 @@ def main() -> None:
     cand = (FIXTURES / ("cuda_relu.py" if args.device == "cuda" else "relu_ok.py")).read_text()
     print(f"harness benchmark on {args.device} ({os.cpu_count()} cores, sandbox {sandbox.sandbox_kind()}, "
           f"warm workers {'on' if warm_child.serves(sandbox.ChildSpec((), '', worker=sandbox.WorkerEntry(''))) else 'unavailable (not root)'})")
+    if args.group_only > 0:
+        group_throughput(cfg, cand, args.group_only)
+        return
     targets: list[tuple[str, float, str, bool]] = []
 
     base = torch_import_s()
@@ -144,9 +150,10 @@ def main() -> None:
     if args.device == "cuda":
         nvrtc_bench(cfg)
     if args.group > 0:
-        rates = {warm: group_rate(replace(cfg, warm_workers=warm), cand, args.group) for warm in (False, True)}
+        rates = {warm: group_rate(replace(cfg, warm_workers=warm), cand, args.group, "bench-group" if warm else "")
+                 for warm in (False, True)}
         ratio = rates[True] / rates[False]
-        row(f"  group of {args.group}: warm workers / fresh interpreters", f"{ratio:.2f}x")
+        row(f"  group of {args.group}: warm workers and one group / fresh interpreters, each alone", f"{ratio:.2f}x")
         targets.append((f"group of {args.group} candidates: evaluations per minute, new / old", ratio, ">= 4x", ratio >= 4))
     if args.extra and args.batch > 0:
         throughput(cfg, cand, args.batch)
@@ -183,9 +190,10 @@ def cli_evaluation(device: str, src: str, cache: str, warm: bool, n: int = 3) ->
     return statistics.median(times)
 
 
-def group_rate(cfg: EvalConfig, cand: str, n: int) -> float:
+def group_rate(cfg: EvalConfig, cand: str, n: int, group: str = "") -> float:
     """Evaluations per minute of `n` distinct honest candidates of one task through an `Evaluator` with its
-    defaults (what a GRPO group of one task asks of the harness), their builds cached beforehand."""
+    defaults (what a GRPO group of one task asks of the harness), their builds cached beforehand; `group`:
+    submitted as one group (`Evaluator.submit(..., group=)`: one reference's inputs and outputs)."""
     from kernelbench.harness.evaluate import compile_stage
 
     batch = [fresh(cand) for _ in range(n)]
@@ -193,12 +201,13 @@ def group_rate(cfg: EvalConfig, cand: str, n: int) -> float:
         compile_stage(TASK, s, cfg)  # warm build cache: the group's figure is the run stage's
     ev = Evaluator(cfg)
     try:
-        t, out = wall(lambda: ev.evaluate_many([(TASK, s) for s in batch]))
+        t, out = wall(lambda: [f.result() for f in [ev.submit(TASK, s, group=group) for s in batch]])
     finally:
         ev.close()
     rate = 60 * n / t
     statuses = ",".join(sorted({r.status for r in out}))
-    row(f"group of {n}, {'warm workers' if cfg.warm_workers else 'fresh interpreters'}", f"{rate:.1f} /min",
+    row(f"group of {n}, {'warm workers' if cfg.warm_workers else 'fresh interpreters'}{', one group' if group else ''}",
+        f"{rate:.1f} /min",
         f"{t:.1f} s; statuses {statuses}")
     return rate
 
@@ -293,6 +302,38 @@ def throughput(cfg: EvalConfig, cand: str, n: int) -> None:
     # 2 cores the whole-evaluation ratio is bounded by 2C / (C + R) (C, R: CPU seconds of each stage)
     row("  throughput ratio 2 workers / 1 (whole evaluations)", f"{rates['whole', 2] / rates['whole', 1]:.2f}x",
         "bounded by 2C/(C+R) on 2 cores")
+
+
+def group_throughput(cfg: EvalConfig, cand: str, n: int) -> None:
+    """`n` distinct honest candidates of one task (a GRPO group) through one `Evaluator` (its default workers:
+    one run worker), each submitted twice: alone and under one `group=`, the two kinds interleaved so that the
+    load of a shared machine, which drifts by tens of percent within minutes, weighs on both alike. The run
+    stage is the bottleneck once the builds exist (made first, untimed: the candidates differ in Python only),
+    so a kind's evaluations per minute are its count over the run-stage seconds it took (`run_s`, waiting for a
+    shared reference included). On CPU with paired timing (the default: the group shares its inputs and
+    outputs, each candidate keeps a reference child timed beside it) and with `timing_rounds=0` (one
+    reference child for the whole group)."""
+    from kernelbench.harness.evaluate import compile_stage
+
+    batch = [f"# candidate {i} of one group\n{cand}" for i in range(n)]
+    for src in batch:
+        compile_stage(TASK, src, cfg)
+    evaluate(TASK, batch[0], cfg)  # untimed: the warm worker and the page cache, paid by neither kind
+    configs = [("default config", cfg)]
+    if cfg.device == "cpu":
+        configs = [("default (paired timing)", cfg), ("timing_rounds=0", replace(cfg, timing_rounds=0))]
+    for label, c in configs:
+        with Evaluator(c) as ev:
+            kinds = [(group, ev.submit(TASK, src, group=group)) for src in batch for group in ("", "bench-group")]
+            out = {group: [f.result() for g, f in kinds if g == group] for group in ("", "bench-group")}
+            shared = ev.references.computed
+        rates = {group: 60 * n / sum(r.run_s for r in results) for group, results in out.items()}
+        for group, results in out.items():
+            how = "one group" if group else "each alone"
+            row(f"{label}: {n} candidates, {how}", f"{rates[group]:.2f} /min",
+                f"run stage; statuses {','.join(sorted({r.status for r in results}))}")
+        row("  ratio group / alone", f"{rates['bench-group'] / rates['']:.2f}x",
+            f"{shared} reference(s) computed for the group")
 
 
 if __name__ == "__main__":

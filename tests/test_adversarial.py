@@ -276,6 +276,7 @@ BUILD_ATTACKS = {  # judged from the build or the build step's effects on the ho
     "flags_unpacked.py": "dynamic:build_flags",
     "build_tree_flood.py": "build:tree_too_large",  # tests/test_tree_attacks.py
 }
+GROUP_ATTACKS = {"searches_group_reference.py"}  # a group's shared reference: tests/test_group_reference.py
 
 
 def source(name: str, **fill: str) -> str:
@@ -307,7 +308,8 @@ def assert_static_reject(result: EvalResult, flags: tuple[str, ...]) -> None:
 def test_every_candidate_is_listed_and_documented():
     every = {p.name for p in ADVERSARIAL.glob("*.py")} - {"__init__.py"}
     files = {n for n in every if not n.startswith("cuda_")} - {"honest_relu.py"}  # cuda_*: test_adversarial_cuda.py
-    listed = {a.file for a in ATTACKS} | set(SANDBOX_ATTACKS) | set(BUILD_ATTACKS) | set(TRITON_JUDGED)
+    listed = ({a.file for a in ATTACKS} | set(SANDBOX_ATTACKS) | set(BUILD_ATTACKS) | set(TRITON_JUDGED)
+              | GROUP_ATTACKS)
     assert files == listed
     assert len(listed) >= 24
     for name in every:

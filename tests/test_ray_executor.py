@@ -166,6 +166,19 @@ def test_a_shipped_build_is_usable_on_a_node_without_it(cfg, tmp_path):
     assert result.status == "correct", result.feedback
 
 
+def test_a_group_shares_its_seeds_on_a_run_actor(cluster, cfg):
+    """`submit(..., group=)` reaches the run actor: a group's candidates are judged on one seed set (one
+    reference child there, off paired timing), a candidate outside it on its own."""
+    sequential = replace(cfg, timing_rounds=0)
+    with RayEvaluator(sequential, compile_workers=1, run_workers=1) as ev:
+        futures = [ev.submit(RELU, src, group="step0/relu") for src in (CORRECT, TORCH_OP, CORRECT)]
+        alone = ev.submit(RELU, CORRECT).result()
+        results = [f.result() for f in futures]
+    assert [verdict(r)[0] for r in results] == ["correct", "rejected", "correct"]
+    seeds = {(r.conditions.init_seed, r.conditions.input_seeds) for r in results}
+    assert len(seeds) == 1 and (alone.conditions.init_seed, alone.conditions.input_seeds) not in seeds
+
+
 @pytest.mark.parametrize("argv", [
     ["bench", "--executor", "threads"],
     ["optimize", "m.py", "--executor", "dask", "--base-url", "http://x/v1"],

@@ -16,6 +16,11 @@ producer (the policy generating candidates) cannot run arbitrarily far ahead of 
 `submit` from a Future's done callback then: the callback would wait on the workers it runs on.
 `kernelbench.executors.ray_evaluator.RayEvaluator` offers the same interface across machines.
 
+Groups: candidates submitted with the same non-empty `group` (a GRPO group: one task's candidates of one step
+and turn) share one seed set and one reference child per task and configuration (`reference_cache`; paired
+timing on CPU keeps its reference per candidate). A group closes to new candidates when one of its results
+is back from a run stage (`kernelbench.executors.groups`), and its references are freed when its last is.
+
     with Evaluator(EvalConfig(device="cpu"), compile_workers=2) as ev:
         futures = [ev.submit(task, src) for src in candidates]
         results = [f.result() for f in futures]
@@ -31,9 +36,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
 from kernelbench.executors.gpu_lease import GpuPool
+from kernelbench.executors.groups import Groups
 from kernelbench.harness import children
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.evaluate import compile_stage, run_stage
+from kernelbench.harness.reference_cache import ReferenceCache, Share
 from kernelbench.harness.result import HARNESS_ERROR, EvalResult
 from kernelbench.tasks.task import Task
 
@@ -74,7 +81,7 @@ class Evaluator:
     """Concurrent evaluation; `submit` returns a Future[EvalResult] that never fails for a candidate's fault."""
 
     def __init__(self, config: EvalConfig, compile_workers: int = 2, run_workers: int = 1, max_in_flight: int = 0,
-                 gpus: tuple[str, ...] = ()):
+                 gpus: tuple[str, ...] = (), references: ReferenceCache | None = None):
         if compile_workers < 1 or run_workers < 1 or max_in_flight < 0:
             raise ValueError("compile_workers and run_workers must be >= 1, max_in_flight >= 0")
         if gpus and (config.device != "cuda" or run_workers != len(gpus)):
@@ -94,9 +101,13 @@ class Evaluator:
         self._lock = threading.Lock()
         self._closed = False
         self.watch = HarnessWatch(config.harness_error_limit)
+        self.references = references or ReferenceCache()
+        self.groups = Groups(self.references.drop)
         children.prestart_warm_worker(config)  # its torch import overlaps what the caller does before submitting
 
-    def submit(self, task: Task, candidate_src: str, config: EvalConfig | None = None) -> Future:
+    def submit(self, task: Task, candidate_src: str, config: EvalConfig | None = None, group: str = "") -> Future:
+        """Evaluate `candidate_src` against `task`; candidates with the same non-empty `group` share one
+        reference computation per task and configuration (see the module docstring)."""
         self.watch.check()
         cfg = config or self.config
         done: Future = Future()
@@ -109,33 +120,41 @@ class Evaluator:
                 raise RuntimeError("Evaluator is closed")
             if self._slots is not None:
                 done.add_done_callback(lambda _: self._slots.release())
+            ticket = self.groups.join(group)
             staged = self._compile_pool.submit(compile_stage, task, candidate_src, cfg, self._jobs)
-        staged.add_done_callback(lambda f: self._after_compile(f, done))
+        staged.add_done_callback(lambda f: self._after_compile(f, done, ticket))
         return done
 
-    def _after_compile(self, staged: Future, done: Future) -> None:
+    def _after_compile(self, staged: Future, done: Future, ticket: str) -> None:
         if staged.exception() is not None:  # a harness fault (e.g. sandbox required but missing)
+            self.groups.back(ticket, judged=False)
             done.set_exception(staged.exception())
             return
         try:
-            run = self._run_pool.submit(self._timed_run, staged.result())
+            run = self._run_pool.submit(self._timed_run, staged.result(), ticket)
         except RuntimeError as e:  # pool shut down under us
+            self.groups.back(ticket, judged=False)
             done.set_exception(e)
             return
         run.add_done_callback(lambda f: _forward(f, done))
 
-    def _timed_run(self, staged) -> EvalResult:
-        if self._gpus is None:
-            return self._run_on(staged)
-        with self._gpus.lease() as gpu:  # waits for this GPU to be free of every other timing run
-            return self._run_on(replace(staged, config=replace(staged.config, cuda_device=gpu)))
-
-    def _run_on(self, staged) -> EvalResult:
-        start = time.perf_counter()
+    def _timed_run(self, staged, ticket: str) -> EvalResult:
+        judged = staged.decided is None
         try:
-            result = run_stage(staged)
+            if self._gpus is None:
+                return self._run_on(staged, ticket)
+            with self._gpus.lease() as gpu:  # waits for this GPU to be free of every other timing run
+                return self._run_on(replace(staged, config=replace(staged.config, cuda_device=gpu)), ticket)
+        finally:  # before the result is handed out (`_forward`): no later candidate joins its seeds
+            self.groups.back(ticket, judged)
+
+    def _run_on(self, staged, ticket: str) -> EvalResult:
+        start = time.perf_counter()
+        share = Share(self.references, ticket) if ticket else None
+        try:
+            result = run_stage(staged, share)
             if result.status == HARNESS_ERROR:  # once more, from the compile stage (never cached)
-                again = run_stage(compile_stage(staged.task, staged.src, staged.config, self._jobs))
+                again = run_stage(compile_stage(staged.task, staged.src, staged.config, self._jobs), share)
                 result = replace(again, retries=result.retries + 1)
         finally:
             with self._lock:
@@ -153,6 +172,7 @@ class Evaluator:
             self._closed = True
         self._compile_pool.shutdown(wait=True)
         self._run_pool.shutdown(wait=True)
+        self.references.clear()
 
     def __enter__(self) -> "Evaluator":
         return self

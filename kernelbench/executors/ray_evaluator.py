@@ -37,14 +37,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kernelbench.harness import pch
 from kernelbench.harness.config import EvalConfig
-from kernelbench.harness.evaluate import compile_stage, run_stage
 from kernelbench.harness.staged import policy_of
 from kernelbench.executors.evaluator import HarnessWatch
+from kernelbench.executors.groups import Groups
+from kernelbench.executors.ray_actors import CompileWorker, RunWorker  # noqa: F401 (re-exported)
 from kernelbench.harness.feedback import render
 from kernelbench.harness.result import HARNESS_ERROR, Conditions, EvalResult
-from kernelbench.executors.shipment import Shipment, pack_entry, unpack_entry
 from kernelbench.tasks.task import Task
 
 log = logging.getLogger(__name__)
@@ -83,40 +82,6 @@ def connect(address: str = "", cpus: int = 1, **init_options: Any) -> bool:
     return True
 
 
-# --- the actors (plain classes; made Ray actors by RayEvaluator) --------------------------------------
-
-class CompileWorker:
-    """The compile stage on one node (a Ray actor with one CPU)."""
-
-    def __init__(self, compile_workers: int):
-        self.jobs = max(1, (os.cpu_count() or 2) // compile_workers)  # ninja jobs, as the local Evaluator shares cores
-        if os.environ.get("CUDA_VISIBLE_DEVICES") == "":
-            # Ray hides every GPU from an actor that holds none; a local compile child sees the node's GPUs,
-            # and a candidate that touches CUDA at import must get the same verdict on both executors
-            del os.environ["CUDA_VISIBLE_DEVICES"]
-
-    def ready(self) -> int:
-        pch.ensure_pch()  # the node's PCH before the first job, not inside its compile time limit
-        return os.getpid()
-
-    def compile(self, task: Task, src: str, config: EvalConfig) -> tuple[EvalResult | None, Shipment | None]:
-        staged = compile_stage(task, src, config, self.jobs)
-        if staged.decided is not None:
-            return staged.decided, None
-        return None, pack_entry(staged)
-
-
-class RunWorker:
-    """The run stage on one GPU (a Ray actor holding `num_gpus=1`; Ray sets its CUDA_VISIBLE_DEVICES)."""
-
-    def ready(self) -> int:
-        return os.getpid()
-
-    def run(self, shipment: Shipment) -> EvalResult:
-        unpack_entry(shipment)
-        return run_stage(shipment.staged)
-
-
 # --- the driver side ---------------------------------------------------------------------------------
 
 @dataclass(eq=False)
@@ -131,6 +96,8 @@ class _Job:
     """ObjectRef of the Shipment, once compiled."""
     harness_retried: bool = False
     """The job came back `harness_error` once and was evaluated again."""
+    ticket: str = ""
+    """Its group's generation (`kernelbench.executors.groups`); empty: nothing shared."""
 
 
 @dataclass(eq=False)
@@ -182,6 +149,7 @@ class RayEvaluator:
         self.run_busy_s = 0.0  # seconds run actors held a job; against wall time: how long runs waited on compiles
         self.retried = 0  # restarts after a lost worker, over all jobs
         self.watch = HarnessWatch(config.harness_error_limit)
+        self._groups = Groups(self._drop_group)
         with self._cond:
             for stage in self._stages.values():
                 for _ in range(stage.size):
@@ -191,7 +159,8 @@ class RayEvaluator:
 
     # -- the public interface ---------------------------------------------------------------------------
 
-    def submit(self, task: Task, candidate_src: str, config: EvalConfig | None = None) -> Future:
+    def submit(self, task: Task, candidate_src: str, config: EvalConfig | None = None, group: str = "") -> Future:
+        """As `Evaluator.submit`; a group's candidates share a reference on each run actor they reach."""
         self.watch.check()
         cfg = config or self.config
         if cfg.build_cache_dir:  # actors do not share the driver's working directory
@@ -205,6 +174,7 @@ class RayEvaluator:
             if self._closed:
                 raise RuntimeError("RayEvaluator is closed")
             self._open += 1
+            job.ticket = self._groups.join(group)
             self._stages["compile"].queue.append(job)
         return job.future
 
@@ -280,7 +250,7 @@ class RayEvaluator:
             self._hold(compile_, actor, job, decided)
         while run.queue and run.idle:
             job, actor = run.queue.popleft(), run.idle.popleft()
-            self._hold(run, actor, job, actor.handle.run.remote(job.shipment))
+            self._hold(run, actor, job, actor.handle.run.remote(job.shipment, job.ticket))
 
     def _hold(self, stage: _Stage, actor: _Actor, job: _Job, ref: Any) -> None:
         actor.job, actor.since = job, time.monotonic()
@@ -372,6 +342,8 @@ class RayEvaluator:
 
     def _settle(self, job: _Job, outcome: Any) -> None:
         """Resolve a job's Future (outside the lock: callbacks run here) and free its in-flight slot."""
+        # before the result is out: a candidate submitted after it never joins its seeds
+        self._groups.back(job.ticket, judged=isinstance(outcome, BaseException) or outcome.compiled)
         if not isinstance(outcome, BaseException):
             self.watch.record(outcome)
             outcome = self.watch.broken or outcome
@@ -382,6 +354,12 @@ class RayEvaluator:
         with self._cond:
             self._open -= 1
             self._cond.notify_all()
+
+    def _drop_group(self, ticket: str) -> None:
+        """Every candidate of `ticket` is back: each run actor frees that group's references."""
+        with self._cond:
+            for actor in self._stages["run"].actors:
+                actor.handle.drop.remote(ticket)  # not awaited: a lost actor's references went with it
 
     def _fail_all(self, error: BaseException) -> None:
         with self._cond:

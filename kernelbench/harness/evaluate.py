@@ -5,8 +5,9 @@ Stages (DESIGN.md, "The harness: rules"):
 2. `compile_stage`: import the candidate in a sandboxed child that builds its extension into the build cache
    (`kernelbench.harness.builder`); cached by source + toolchain.
 3. `run_stage`: fresh seeds; a reference child (task code only) makes inputs, reference outputs and the
-   reference timing; a run child (candidate) gets only the inputs and returns outputs and its timing; the
-   parent compares, judges the dynamic checks, re-verifies suspicious speedups, and reads telemetry.
+   reference timing (once for a group of candidates submitted together, `reference_cache`); a run child
+   (candidate) gets only the inputs and returns outputs and its timing; the parent compares, judges the
+   dynamic checks, re-verifies suspicious speedups, and reads telemetry.
    On CPU the two children live side by side and are timed in alternating blocks (`kernelbench.harness.paired`).
    The parts: the children's jobs and reports (`protocol`, `children`), the reference's record (`reference`),
    the measurement (`measurement`), the judgement of one run child (`verdict`).
@@ -29,6 +30,7 @@ from kernelbench.harness import pch, symbols, telemetry, triton_kernels
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.measurement import measure_once, profile_tables
 from kernelbench.harness.reference import Reference
+from kernelbench.harness.reference_cache import Share
 from kernelbench.harness.result import (COMPILE_ERROR, CORRECT, FORMAT_ERROR, HARNESS_ERROR, REJECTED, TIMEOUT,
                                         Conditions, EvalResult)
 from kernelbench.harness.staged import Staged, policy_of
@@ -109,14 +111,15 @@ SHARED_TIMING_GPU = "shared_timing_gpu"
 """Flag of a result timed on a GPU that also trains or generates (`EvalConfig.shared_gpu`)."""
 
 
-def run_stage(staged: Staged) -> EvalResult:
+def run_stage(staged: Staged, share: Share | None = None) -> EvalResult:
     """Correctness, timing, dynamic checks and telemetry for a compiled candidate; a fault of the harness's
-    own (the reference failed, a child could not start, the harness raised) is a `harness_error`."""
+    own (the reference failed, a child could not start, the harness raised) is a `harness_error`. With
+    `share`: the seeds and reference of the candidate's group (`reference_cache`)."""
     if staged.decided is not None:
         return staged.decided
     t0 = time.perf_counter()
     try:
-        result = _run_stage(staged)
+        result = _run_stage(staged, share)
         # the whole stage (the reference child, the slot, the comparison), not the run child's life alone: the
         # figure a scheduler of evaluations needs (`scripts/simulate_step.py --from-run`)
         return replace(result, run_s=time.perf_counter() - t0) if result.run_s > 0 else result
@@ -144,18 +147,19 @@ except OSError:
     _LIBC = None
 
 
-def _run_stage(staged: Staged) -> EvalResult:
+def _run_stage(staged: Staged, share: Share | None) -> EvalResult:
     config, build = staged.config, staged.build
     policy = policy_of(staged.task, config)
     reading = telemetry.read(config.device)
     # decided here from the device and the source, never from what the child reports (triton_kernels)
     interpreted = triton_kernels.interpreted(staged.src, config.device)
     with sandbox.SlotLease() as slot:
-        verdict, ref, seeds = measure_once(staged, slot)
+        verdict, ref, seeds = measure_once(staged, slot, share)
         speedup = 0.0 if interpreted else _speedup(ref, verdict)
         flags, reasons = list(verdict.flags), dict(verdict.reasons or {})
         if verdict.status == CORRECT and speedup > config.suspicious_speedup:
-            again, ref2, _ = measure_once(staged, slot)  # fresh seeds: a cache or a lucky draw does not repeat
+            # fresh seeds of its own, never the group's: a cache or a lucky draw does not repeat
+            again, ref2, _ = measure_once(staged, slot)
             flags.append("suspicious_speedup")
             reasons["suspicious_speedup"] = f"measured {speedup:.1f}x; re-verified with fresh inputs"
             if again.status != CORRECT:

@@ -11,13 +11,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from kernelbench.harness import build_manifest, builder, children, code_check, ncu, paired, profiling, protocol, report, sandbox
-from kernelbench.harness import triton_kernels
+from kernelbench.harness import reference_cache, triton_kernels
 from kernelbench.harness.child import timing, worker
 from kernelbench.harness.build_tree import remove_tree
 from kernelbench.harness.child.inputs import Seeds, draw_seeds
 from kernelbench.harness.config import EvalConfig
-from kernelbench.harness.reference import (REFERENCE_FILE_MB, HarnessError, Reference, reference_from, reference_job,
-                                           run_reference)
+from kernelbench.harness.reference import REFERENCE_FILE_MB, HarnessError, Reference, reference_from, reference_job
 from kernelbench.harness.result import CORRECT
 from kernelbench.harness.staged import Staged, policy_of
 from kernelbench.harness.verdict import RunVerdict, verdict
@@ -37,15 +36,20 @@ def _give_inputs(ref_scratch: str, scratch: str, uid: int, collector: report.Col
                  job: protocol.RunJob) -> None:
     """The reference's `inputs.pt` into the run child's scratch folder, readable by its uid; the report's bound
     follows from its size and the number of reported calls (`report_bound`)."""
+    size = _copy_inputs(ref_scratch, scratch, uid)
+    collector.max_bytes = report_bound(size, seeds, len(job.setup.timing_checks))
+
+
+def _copy_inputs(src_dir: str, scratch: str, uid: int) -> int:
+    """`inputs.pt` from `src_dir` into a child's scratch folder, readable by its uid; its size."""
     target = os.path.join(scratch, "inputs.pt")
-    # a new file, never through a link: the run child's folder is its uid's (only harness code runs there yet)
+    # a new file, never through a link: the child's folder is its uid's (only harness code runs there yet)
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as dst, open(os.path.join(ref_scratch, "inputs.pt"), "rb") as src:
+    with os.fdopen(fd, "wb") as dst, open(os.path.join(src_dir, "inputs.pt"), "rb") as src:
         shutil.copyfileobj(src, dst)
         if uid >= 0:
             os.fchown(dst.fileno(), uid, uid)
-        size = dst.tell()
-    collector.max_bytes = report_bound(size, seeds, len(job.setup.timing_checks))
+        return dst.tell()
 
 
 def _run_job(staged: Staged, seeds: Seeds, slot: sandbox.SlotLease, ref_scratch: str, collector: report.Collector,
@@ -171,11 +175,13 @@ def _trailer(job: protocol.RunJob) -> str:
     return report.PROFILE_LABEL if job.setup.profile else ""
 
 
-def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tuple[RunVerdict, Reference]:
+def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds,
+                    group: reference_cache.Held | None = None) -> tuple[RunVerdict, Reference]:
     """Reference and candidate children alive together, timed in alternating blocks (kernelbench.harness.paired).
 
     The reference runs as a second slot's uid, so the candidate cannot signal it even without bubblewrap's
-    pid namespace, and freezing the candidate's uid never touches it.
+    pid namespace, and freezing the candidate's uid never touches it. With `group` (the group's reference,
+    `reference_cache`), the reference child times on the group's inputs and computes no outputs (part `timing`).
     """
     config = staged.config
     ref_pipes, cand_pipes = paired.Pipes(), paired.Pipes()
@@ -187,7 +193,10 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
         ref_scratch = sandbox.make_scratch(ref_slot.uid, prefix="ka-ref-")
         scratch = ""
         try:
-            ref_job = reference_job(staged.task, config, seeds, ref_pipes, sink.write_fd)
+            if group is not None:
+                _copy_inputs(group.inputs_dir, ref_scratch, ref_slot.uid)
+            ref_job = reference_job(staged.task, config, seeds, ref_pipes, sink.write_fd,
+                                    "timing" if group is not None else "all")
             # alive for its own work, the candidate's whole run and the torch.compile baseline after it
             ref_spec = children.child_spec(config, ref_scratch, ref_job, max_file_mb=REFERENCE_FILE_MB,
                                    pass_fds=ref_pipes.child_fds + (sink.write_fd,), timeout_s=3 * config.run_timeout_s)
@@ -211,7 +220,8 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
                 cand_pipes.send(timing.GO)  # a child already gone answers nothing below: its outcome says why
             ref_call_ms = paired.ready_ms(ref_pipes.receive(ref_child.deadline)) if announced else None
             if ref_call_ms is None:  # the reference failed before timing: its result says why
-                reference_from(staged.task, ref_child.wait(), worker.read_result(ref_scratch, ref_job.nonce), ref_scratch)
+                reference_from(staged.task, ref_child.wait(), worker.read_result(ref_scratch, ref_job.nonce), ref_scratch,
+                               group=group.ref if group is not None else None)
                 raise HarnessError(f"reference of task {staged.task.id} never became ready for paired timing")
             cand_call_ms = paired.ready_ms(cand_pipes.receive(cand_child.deadline))
             pairing = None
@@ -228,7 +238,8 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
             if ref_job.time_compile:  # the torch.compile baseline is timed now, with the candidate gone
                 ref_pipes.send("E")
             ref = reference_from(staged.task, ref_child.wait(), worker.read_result(ref_scratch, ref_job.nonce),
-                                 ref_scratch, pairing.rounds_done if pairing else 0)
+                                 ref_scratch, pairing.rounds_done if pairing else 0,
+                                 group.ref if group is not None else None)
             if pairing is not None and pairing.stopped == paired.REFERENCE_STOPPED:
                 raise HarnessError(f"reference of task {staged.task.id} stopped during paired timing")
             return replace(verdict(staged, ref, out, frames, job, True, pairing, code=check),
@@ -248,19 +259,21 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds) -> tu
                 remove_tree(scratch)
 
 
-def measure_once(staged: Staged, slot: sandbox.SlotLease) -> tuple[RunVerdict, Reference | None, Seeds]:
+def measure_once(staged: Staged, slot: sandbox.SlotLease,
+                 share: reference_cache.Share | None = None) -> tuple[RunVerdict, Reference | None, Seeds]:
+    """One measurement with fresh seeds; with `share`, the group's seeds and reference (`reference_cache`):
+    all of it one after the other, its inputs and outputs under paired timing, whose reference child stays
+    the candidate's own and times beside it."""
     config = staged.config
-    seeds = draw_seeds(config.correctness_trials, config.extra_distribution_trials,
-                       config.timing_input_sets if config.timing_trials > 0 else 0)
-    if children.paired(config):
+    if children.paired(config) and (share is None or not share.ticket):
+        seeds = draw_seeds(config.correctness_trials, config.extra_distribution_trials, config.timing_input_sets)
         judged, ref = _measure_paired(staged, slot, seeds)
         return judged, ref, seeds
-    ref_scratch = sandbox.make_scratch(slot.uid, prefix="ka-ref-")
-    try:
-        ref = run_reference(staged.task, config, seeds, slot, ref_scratch)
-        judged = run_candidate(staged, ref, seeds, slot, ref_scratch)
+    with reference_cache.held(staged, slot, share) as held:
+        if children.paired(config):
+            judged, ref = _measure_paired(staged, slot, held.seeds, held)
+            return judged, ref, held.seeds
+        judged = run_candidate(staged, held.ref, held.seeds, slot, held.inputs_dir)
         if config.profile == "ncu" and config.device == "cuda" and judged.status == CORRECT:
-            judged = _with_ncu(staged, judged, seeds, slot, ref_scratch)
-        return judged, ref, seeds
-    finally:
-        remove_tree(ref_scratch)
+            judged = _with_ncu(staged, judged, held.seeds, slot, held.inputs_dir)
+        return judged, held.ref, held.seeds

@@ -194,6 +194,13 @@ class ReferenceJob(Record):
     """Paired timing's pipes (CPU), None when timed in one go."""
     discard_fd: int | None
     """Paired timing: the pipe its stand-in reports go to (drained and dropped), None otherwise."""
+    part: str = "all"
+    """`all`: inputs, outputs and timing. A group's paired timing (`reference_cache`): `outputs`, the group's
+    inputs and outputs, untimed; `timing`, paired timing beside one candidate of the group on the group's
+    `inputs.pt` (the parent's copy, already in the scratch folder), no outputs (the parent holds them)."""
+
+
+REFERENCE_PARTS = ("all", "outputs", "timing")
 
 
 @dataclass(frozen=True)

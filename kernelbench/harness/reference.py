@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kernelbench.harness import children, paired, protocol, sandbox
@@ -59,14 +59,14 @@ class Reference:
 
 
 def reference_job(task: Task, config: EvalConfig, seeds: Seeds, pipes: paired.Pipes | None = None,
-                  discard_fd: int | None = None) -> protocol.ReferenceJob:
-    """The reference child's job; `pipes` and `discard_fd` for paired timing."""
+                  discard_fd: int | None = None, part: str = "all") -> protocol.ReferenceJob:
+    """The reference child's job; `pipes` and `discard_fd` for paired timing; `part`: `protocol.ReferenceJob.part`."""
     task_fields = protocol.TaskFields(id=task.id, level=task.level, name=task.name, origin=task.origin,
                                       source=task.source, path=task.path, op_policy=task.op_policy)
     return protocol.ReferenceJob(
         nonce=secrets.token_hex(16), setup=children.setup(config, seeds), task=task_fields, size=config.size,
         time_compile=config.time_compile_baseline, timing_seeds=tuple(seeds.timing_seeds),
-        paired=protocol.PipeFds(**pipes.job_fields()) if pipes else None, discard_fd=discard_fd)
+        paired=protocol.PipeFds(**pipes.job_fields()) if pipes else None, discard_fd=discard_fd, part=part)
 
 
 def _load(path: str) -> dict[str, Any]:
@@ -76,8 +76,10 @@ def _load(path: str) -> dict[str, Any]:
 
 
 def reference_from(task: Task, out: sandbox.ChildOutcome, report: protocol.ReferenceReport | None, scratch: str,
-                   rounds: int = 0) -> Reference:
-    """The parent's record of a finished reference child; `rounds`: paired rounds the candidate completed."""
+                   rounds: int = 0, group: Reference | None = None) -> Reference:
+    """The parent's record of a finished reference child; `rounds`: paired rounds the candidate completed;
+    `group`: the group's reference whose inputs this child timed on (part `timing`), whose outputs, inputs
+    and counts the record keeps, with this child's timing."""
     res = report.result if report is not None else None
     if res is None:
         if not out.started:
@@ -88,6 +90,12 @@ def reference_from(task: Task, out: sandbox.ChildOutcome, report: protocol.Refer
     blocks = res.timing_blocks
     # the candidate may stop after the reference's block of a round: that round is left out
     medians = paired.block_medians(blocks[:rounds], rounds) if rounds and blocks is not None else None
+    if group is not None:
+        return replace(group, timing=res.timing.to_dict() if res.timing else {},
+                       compile_timing=res.compile_timing.to_dict() if res.compile_timing else {},
+                       block_medians_ms=tuple(medians or ()),
+                       blocks_ms=tuple(tuple(float(t) for t in b) for b in blocks[:rounds]) if medians else (),
+                       profile=res.profile or {})
     saved = _load(os.path.join(scratch, "reference.pt"))
     return Reference(timing=res.timing.to_dict() if res.timing else {},
                      compile_timing=res.compile_timing.to_dict() if res.compile_timing else {},
@@ -100,9 +108,10 @@ def reference_from(task: Task, out: sandbox.ChildOutcome, report: protocol.Refer
                      config_labels=res.config_labels)
 
 
-def run_reference(task: Task, config: EvalConfig, seeds: Seeds, slot: sandbox.SlotLease, scratch: str) -> Reference:
+def run_reference(task: Task, config: EvalConfig, seeds: Seeds, slot: sandbox.SlotLease, scratch: str,
+                  part: str = "all") -> Reference:
     """The trusted reference in its own sandboxed child; writes inputs.pt into `scratch`."""
-    job = reference_job(task, config, seeds)
+    job = reference_job(task, config, seeds, part=part)
     spec = children.child_spec(config, scratch, job, max_file_mb=REFERENCE_FILE_MB)
     out = sandbox.run_child(spec, slot, config.require_sandbox)
     return reference_from(task, out, worker.read_result(scratch, job.nonce), scratch)

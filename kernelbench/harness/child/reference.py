@@ -2,7 +2,9 @@
 
 It builds the input sets and the timing sets from the parent's seeds, computes reference outputs at full
 precision (TF32 off), the hidden check calls' outputs, and times the reference; it writes `inputs.pt` and
-`reference.pt`. With `paired` in the job (CPU), it times in blocks on the parent's word over inherited pipes
+`reference.pt`. A group's paired timing splits that in two (`ReferenceJob.part`): one child computes the
+group's inputs and outputs untimed, and each candidate's paired child loads those inputs and only times.
+With `paired` in the job (CPU), it times in blocks on the parent's word over inherited pipes
 (`timing.serve_blocks`, `kernelbench.harness.paired`), alive beside the candidate's run child.
 """
 
@@ -45,21 +47,64 @@ def sink(job: protocol.ReferenceJob) -> Callable[[str, Any, list[Any]], None]:
 def run_reference(job: protocol.ReferenceJob, scratch: str, reporter: Any = None) -> tuple[protocol.ReferenceResult, None]:
     import torch
 
-    from kernelbench.harness.child.inputs import Seeds, clone_args, make_input_sets, make_timing_sets, to_device
-    from kernelbench.tasks.input_configs import labels, make_config_sets
+    from kernelbench.harness.child.inputs import Seeds, clone_args, to_device
+    from kernelbench.tasks.input_configs import labels
     from kernelbench.tasks.problem import load_problem
     from kernelbench.tasks.task import Task
 
     setup = job.setup
     device = setup.device
+    if job.part not in protocol.REFERENCE_PARTS:
+        raise ValueError(f"unknown reference part {job.part!r}")
     torch.set_num_threads(setup.threads)
     full_precision()
     problem = load_problem(Task(**job.task.to_dict()), job.size)
     seeds = Seeds(setup.init_seed, setup.input_seeds, setup.extra_seeds, job.timing_seeds)
     torch.manual_seed(seeds.init_seed)
     init_inputs = list(problem.get_init_inputs())
+    given = None
+    if job.part == "timing":  # the group's inputs, the very values its outputs were computed from (reference_cache)
+        given = torch.load(os.path.join(scratch, "inputs.pt"), weights_only=True)
+        init_inputs = given["init_inputs"]
     torch.manual_seed(seeds.init_seed)
     model = problem.Model(*init_inputs).to(device)
+    if given is not None:
+        sets, timing_sets, set_configs = given["sets"], given["timing_sets"], []
+    else:
+        sets, timing_sets, set_configs = _make_inputs(problem, seeds, setup, scratch, init_inputs)
+    if job.paired is not None:  # the run child, started beside this one, waits for these (kernelbench.harness.paired)
+        timing.Channel(job.paired.read_fd, job.paired.write_fd).send(timing.INPUTS_READY)
+    timed = [to_device(s, device) for s in timing_sets]
+    checks = [tuple(c) for c in setup.timing_checks]
+    profile = setup.profile == "torch" and setup.timing_trials > 0 and job.part != "outputs"
+    counted: dict[str, Any] = {}
+    if job.part == "timing":  # the parent holds the group's outputs
+        structures, profile_error = [], profiled_call.warm_up(device) if profile else ""
+    else:
+        structures, profile_error = _expected(model, sets, timing_sets, timed, device, checks, scratch, profile)
+        if setup.timing_trials > 0:  # speed of light: bytes and FLOPs of the timed configuration, counted here (trusted
+            from kernelbench.harness.child import work  # task code only; never in the candidate's child) and reported with the rest
+
+            counted = work.measured(model, to_device(clone_args((timing_sets or sets)[0]), device))
+    many = len(problem.configs) > 1 and job.part != "timing"
+    times: dict[str, Any] = dict(timing=None, timing_blocks=None, profile=None, compile_timing=None)
+    if setup.timing_trials > 0 and job.part != "outputs":
+        times.update(_timings(job, model, timed, device, checks, profile, profile_error))
+    return protocol.ReferenceResult(
+        structures=tuple(structures), work=counted.get("work", {}), work_error=counted.get("work_error", ""),
+        set_configs=tuple(set_configs) if many else (),
+        config_labels=tuple(labels(problem.configs, sets, set_configs)) if many else (), **times), None
+
+
+def _make_inputs(problem: Any, seeds: Any, setup: protocol.Setup, scratch: str,
+                 init_inputs: list[Any]) -> tuple[list[Any], list[Any], list[int]]:
+    """The input sets (every configuration's), the timing sets and each set's configuration, drawn from the
+    seeds and written to `inputs.pt`."""
+    import torch
+
+    from kernelbench.harness.child.inputs import clone_args, make_input_sets, make_timing_sets
+    from kernelbench.tasks.input_configs import make_config_sets
+
     sets = make_input_sets(problem.get_inputs, seeds)
     timing_sets = make_timing_sets(problem.get_inputs, seeds) if setup.timing_trials > 0 else []
     if setup.timing_trials > 0 and not timing_sets:  # no timing seeds (a baseline with no candidate to judge)
@@ -69,8 +114,18 @@ def run_reference(job: protocol.ReferenceJob, scratch: str, reporter: Any = None
     more_sets, owners = make_config_sets(problem.configs, seeds)
     set_configs, sets = [0] * len(sets) + owners, sets + more_sets
     torch.save({"init_inputs": init_inputs, "sets": sets, "timing_sets": timing_sets}, os.path.join(scratch, "inputs.pt"))
-    if job.paired is not None:  # the run child, started beside this one, waits for these (kernelbench.harness.paired)
-        timing.Channel(job.paired.read_fd, job.paired.write_fd).send(timing.INPUTS_READY)
+    return sets, timing_sets, set_configs
+
+
+def _expected(model: Any, sets: list[Any], timing_sets: list[Any], timed: list[Any], device: str, checks: list[Any],
+              scratch: str, profile: bool) -> tuple[list[Any], str]:
+    """Reference outputs of every set, timing set and hidden check call, and the check calls' input digests,
+    written to `reference.pt`; the output structures, and the profiler's warm-up error ("" when none or
+    not asked)."""
+    import torch
+
+    from kernelbench.harness.child.inputs import clone_args, to_device
+
     outputs, structures, timing_outputs = [], [], []
     with torch.no_grad():
         for s in sets:
@@ -79,10 +134,7 @@ def run_reference(job: protocol.ReferenceJob, scratch: str, reporter: Any = None
             structures.append(structure)
         for s in timing_sets:
             timing_outputs.append(flatten_output(model(*to_device(clone_args(s), device)))[1])
-    timed = [to_device(s, device) for s in timing_sets]
-    checks = [tuple(c) for c in setup.timing_checks]
     check_outputs: list[Any] = [None] * len(checks)
-    profile = setup.profile == "torch" and setup.timing_trials > 0
     # as in the run child, whose profiler threads must exist before it counts threads
     profile_error = profiled_call.warm_up(device) if profile else ""
 
@@ -96,19 +148,7 @@ def run_reference(job: protocol.ReferenceJob, scratch: str, reporter: Any = None
     check_input_digests = [input_digests(timing.check_inputs(timed[k % len(timed)], seed)) for k, seed in checks]
     torch.save({"outputs": outputs, "timing_outputs": timing_outputs, "check_outputs": check_outputs,
                 "check_input_digests": check_input_digests}, os.path.join(scratch, "reference.pt"))
-    counted: dict[str, Any] = {}
-    if setup.timing_trials > 0:  # speed of light: bytes and FLOPs of the timed configuration, counted here (trusted
-        from kernelbench.harness.child import work  # task code only; never in the candidate's child) and reported with the rest
-
-        counted = work.measured(model, to_device(clone_args((timing_sets or sets)[0]), device))
-    many = len(problem.configs) > 1
-    times: dict[str, Any] = dict(timing=None, timing_blocks=None, profile=None, compile_timing=None)
-    if setup.timing_trials > 0:
-        times.update(_timings(job, model, timed, device, checks, profile, profile_error))
-    return protocol.ReferenceResult(
-        structures=tuple(structures), work=counted.get("work", {}), work_error=counted.get("work_error", ""),
-        set_configs=tuple(set_configs) if many else (),
-        config_labels=tuple(labels(problem.configs, sets, set_configs)) if many else (), **times), None
+    return structures, profile_error
 
 
 def _timings(job: protocol.ReferenceJob, model: Any, timed: list[Any], device: str, checks: list[Any], profile: bool,
