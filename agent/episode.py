@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 class SubmitsEvaluations(Protocol):
     """What the runner needs of an evaluator (`kernelbench.executors.evaluator.Evaluator` is one)."""
 
-    def submit(self, task: Task, candidate_src: str) -> Future: ...
+    def submit(self, task: Task, candidate_src: str, group: str = "") -> Future: ...
 
 
 @dataclass(frozen=True)
@@ -218,6 +218,8 @@ class _Run:
     """Future of an evaluation -> its slot, in submission order."""
     finished: dict = field(default_factory=dict)
     """(task_id, traj_id) -> Trajectory."""
+    token: str = field(default_factory=lambda: os.urandom(6).hex())
+    """Names this run's evaluation groups: one per task and turn (`Evaluator.submit`'s `group`, one reference)."""
 
 
 TurnCallback = Callable[[Task, str, Turn], None]
@@ -310,7 +312,8 @@ class EpisodeRunner:
             if parsed.ok:
                 # Submitted as soon as it is parsed: compiles start while the rest are still parsed and
                 # while other prompts generate.
-                state.in_flight[self.evaluator.submit(slot.group.task, parsed.code)] = slot
+                group = f"{state.token}/{slot.group.ordinal}/{len(slot.turns)}"  # the task's answers at this turn
+                state.in_flight[self.evaluator.submit(slot.group.task, parsed.code, group=group)] = slot
             else:  # nothing to evaluate: recorded now, and (streaming) its next turn is ready at once
                 self._record(slot, format_error_result(parsed), state)
 

@@ -59,7 +59,7 @@ def canned_answer(tokenizer):
 class CannedVerdicts:
     """The harness's stand-in: the verdict of a canned kernel, by which one it is."""
 
-    def submit(self, task, candidate_src: str) -> Future:
+    def submit(self, task, candidate_src: str, group: str = "") -> Future:
         from kernelbench.harness.result import CORRECT, INCORRECT, EvalResult
 
         fut: Future = Future()

@@ -30,7 +30,7 @@ class Verdicts:
     def __init__(self):
         self.submitted = 0
 
-    def submit(self, task, candidate_src):
+    def submit(self, task, candidate_src, group=""):
         from kernelbench.harness.result import INCORRECT, EvalResult
 
         self.submitted += 1

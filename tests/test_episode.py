@@ -118,6 +118,7 @@ class ScriptedEvaluator:
         self.delay_s = delay_s
         self.raise_on = raise_on
         self.submitted: list[tuple[str, str, float]] = []
+        self.groups: list[tuple[str, str]] = []
         self.lock = threading.Lock()
 
     def verdict(self, src: str) -> EvalResult:
@@ -129,9 +130,10 @@ class ScriptedEvaluator:
         return EvalResult(status="correct", compiled=True, correct=True, speedup=speed, score=0.3 + speed,
                           runtime_ms=1.0 / speed, ref_runtime_ms=1.0, feedback=f"correct; speedup {speed}x")
 
-    def submit(self, task: Task, src: str) -> Future:
+    def submit(self, task: Task, src: str, group="") -> Future:
         with self.lock:
             self.submitted.append((task.id, src, time.perf_counter()))
+            self.groups.append((task.id, group))
 
         def work():
             time.sleep(self.delay_s)
@@ -213,6 +215,24 @@ def test_lockstep_makes_one_policy_call_per_task_turn_and_generation_overlaps_ev
     assert policy.calls[1][1] - first_submit < 0.25
     assert sorted((t.task_id, t.traj_id) for t in trajs) == sorted((k.id, str(i)) for k in tasks for i in range(3))
     assert all(len(t.turns) == 2 and t.turns[1].token_ids == (1, 2) for t in trajs)
+
+
+def test_one_evaluation_group_per_task_and_turn(tmp_path):
+    """The answers of one task at one turn go to the evaluator as one group (one reference for them all); another
+    task, another turn or another run never shares it."""
+    tasks = [Task(id=f"test/t{i}", level=1, name=f"t{i}", origin="test", source=RELU_TASK_SRC) for i in range(2)]
+    evaluator = ScriptedEvaluator()
+    parallel(runner_for(CountingPolicy(), evaluator, tmp_path, turns=2), tasks, trajectories=3)
+    parallel(runner_for(CountingPolicy(), evaluator, tmp_path / "again", turns=2), tasks, trajectories=3)
+    runs = [evaluator.groups[:12], evaluator.groups[12:]]
+    for run in runs:
+        assert all(g for _, g in run)
+        by_group: dict[str, set] = {}
+        for task_id, g in run:
+            by_group.setdefault(g, set()).add(task_id)
+        assert len(by_group) == 4 and all(len(t) == 1 for t in by_group.values())  # 2 tasks x 2 turns
+        assert all(sum(1 for _, g in run if g == name) == 3 for name in by_group)  # 3 trajectories each
+    assert not {g for _, g in runs[0]} & {g for _, g in runs[1]}
 
 
 def test_rerun_resumes_and_skips_finished_trajectories(tmp_path):

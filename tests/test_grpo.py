@@ -210,7 +210,7 @@ def test_reusing_evaluator_evaluates_each_distinct_text_once():
         def __init__(self):
             self.calls = []
 
-        def submit(self, task, src):
+        def submit(self, task, src, group=""):
             self.calls.append((task.id, src))
             f = Future()
             f.set_result(len(self.calls))
@@ -244,7 +244,7 @@ def test_reusing_evaluator_measures_again_after_a_rejection_on_timing_noise():
         def __init__(self):
             self.calls = []
 
-        def submit(self, task, src):
+        def submit(self, task, src, group=""):
             self.calls.append(src)
             f = Future()
             f.set_result(verdicts[src][self.calls.count(src) - 1])

@@ -87,7 +87,7 @@ class InstantEvaluator:
         self.speedup = speedup
         self.submitted = 0
 
-    def submit(self, task, src):
+    def submit(self, task, src, group=""):
         self.submitted += 1
         f: Future = Future()
         f.set_result(EvalResult(status=CORRECT, correct=True, compiled=True, speedup=self.speedup))

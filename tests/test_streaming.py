@@ -68,7 +68,7 @@ class HeldEvaluator:
     def __init__(self):
         self.held: list[tuple[Future, str]] = []
 
-    def submit(self, task, src):
+    def submit(self, task, src, group=""):
         fut: Future = Future()
         if "SLOW" in src:
             self.held.append((fut, src))
@@ -93,7 +93,7 @@ class DelayedEvaluator:
         self.pool = ThreadPoolExecutor(max_workers=8)
         self.slow_s = slow_s
 
-    def submit(self, task, src):
+    def submit(self, task, src, group=""):
         def work():
             threading.Event().wait(self.slow_s if "SLOW" in src else 0.0)
             return verdict(src)
@@ -231,7 +231,7 @@ def test_a_broken_judge_stops_a_streamed_run():
     from kernelbench.executors.evaluator import HarnessBroken
 
     class Broken:
-        def submit(self, task, src):
+        def submit(self, task, src, group=""):
             fut: Future = Future()
             fut.set_exception(HarnessBroken("the reference solution is no longer judged correct"))
             return fut

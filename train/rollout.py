@@ -83,15 +83,16 @@ class ReusingEvaluator:
         self.reused = 0
         self.remeasured = 0
 
-    def submit(self, task: Task, src: str) -> Future:
-        """A new Future per call (callers key their bookkeeping by Future), resolved from the shared one."""
+    def submit(self, task: Task, src: str, group: str = "") -> Future:
+        """A new Future per call (callers key their bookkeeping by Future), resolved from the shared one;
+        `group` goes with the first submission of a text (a reused verdict was measured in its own group)."""
         key = (task.id, src)
         with self._lock:
             self.submitted += 1
             shared = self._seen.get(key)
             again = shared is not None and shared.done() and shared.exception() is None and _noisy(shared.result())
             if shared is None or again:
-                shared = self._seen[key] = self.inner.submit(task, src)
+                shared = self._seen[key] = self.inner.submit(task, src, group=group)
                 self.remeasured += again
             else:
                 self.reused += 1
