@@ -100,7 +100,8 @@ class Evaluator:
         self._lock = threading.Lock()
         self._closed = False
         self.watch = HarnessWatch(config.harness_error_limit)
-        self.references = references or ReferenceCache()
+        # the groups' references (`submit(..., group=)`); pass one to set its bounds
+        self.references = references if references is not None else ReferenceCache()
         self.groups = Groups(self.references.drop)
 
     def submit(self, task: Task, candidate_src: str, config: EvalConfig | None = None, group: str = "") -> Future:
