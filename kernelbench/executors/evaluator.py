@@ -101,7 +101,8 @@ class Evaluator:
         self._lock = threading.Lock()
         self._closed = False
         self.watch = HarnessWatch(config.harness_error_limit)
-        self.references = references or ReferenceCache()
+        # the groups' references (`submit(..., group=)`); pass one to set its bounds
+        self.references = references if references is not None else ReferenceCache()
         self.groups = Groups(self.references.drop)
         children.prestart_warm_worker(config)  # its torch import overlaps what the caller does before submitting
 
