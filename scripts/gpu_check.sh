@@ -52,7 +52,8 @@ cat "$OUT/env.log"
 # cold nvcc build of about half a minute, 46 of them in a row would not fit one device call.
 XDIST=(); python3 -c "import xdist" 2>/dev/null && XDIST=(-n 8)
 # Most useful first: a later step gets what time is left and is skipped under 20 s.
-step gpu_tests       270 python3 -m pytest -q -p no:cacheprovider -m gpu -o addopts="" --timeout=240 "${XDIST[@]}" -rf tests/
+# -v: each test's outcome is logged as it finishes, so a run cut short by the budget still says which passed
+step gpu_tests       270 python3 -m pytest -v -p no:cacheprovider -m gpu -o addopts="" --timeout=240 "${XDIST[@]}" -rf tests/
 step grpo_trainer    120 python3 scripts/gpu_grpo_check.py "$OUT/grpo"
 step harness_bench   120 python3 scripts/bench_harness.py --device cuda --repeats 5 --batch 4
 step ncu_profile      60 python3 scripts/ncu_check.py   # --profile ncu: Nsight Compute counters of one CUDA kernel
