@@ -130,12 +130,13 @@ os.register_at_fork(after_in_child=_forget_after_fork)
 atexit.register(lambda: stop_all())
 
 
-def zygote(env: dict[str, str]) -> Zygote:
-    """The running zygote for `env`'s import-time entries, started (or restarted) when needed."""
+def zygote(env: dict[str, str], failed: Zygote | None = None) -> Zygote:
+    """The running zygote for `env`'s import-time entries, started (or restarted) when needed; `failed`: one
+    whose control socket refused a request, replaced even if its process has not finished exiting yet."""
     k = key(env)
     with _LOCK:
         z = _ZYGOTES.get(k)
-        if z is None or not z.alive():
+        if z is None or z is failed or not z.alive():
             if z is not None:
                 z.close()
             z = _ZYGOTES[k] = Zygote({name: value for name, value in k})
@@ -205,7 +206,8 @@ def start(spec: ChildSpec, kind: str, uid: int, env: dict[str, str], cg: cgroups
         try:
             reply = z.request(request, fds)
         except OSError:  # it died since it was last seen alive: once more, with a fresh one
-            reply = zygote(env).request(request, fds)
+            z = zygote(env, failed=z)
+            reply = z.request(request, fds)
         ready, _, _ = select.select([reply], [], [], SANDBOX_READY_S)
         msg = reply.recv(256) if ready else b""
         if not msg:
