@@ -366,7 +366,7 @@ class RunReport(Record):
 class CallRecord(Record):
     """One call the run child reports in a frame of its own (`forward/i`, `check/j`, `verify/k`): the output as
     plain dense CPU tensors, and the arguments after the call (None for an argument that is no tensor). The
-    frame is `torch.save` bytes of this shape (`outputs.call_record`), read with `torch.load(weights_only=True)`."""
+    frame is this shape (`outputs.call_record`) encoded by `call_frames.encode`, read by `call_frames.decode`."""
 
     outputs: list[Any]
     inputs_after: list[Any]

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from kernelbench.harness import protocol
 from kernelbench.harness.child import profiled_call, timing
-from kernelbench.harness.child.outputs import flatten_output, input_digests, report_value, sync
+from kernelbench.harness.child.outputs import call_record, flatten_output, input_digests, report_value, sync
 
 
 def full_precision() -> None:
@@ -41,7 +41,7 @@ def sink(job: protocol.ReferenceJob) -> Callable[[str, Any, list[Any]], None]:
     from kernelbench.harness import report
 
     out = report.Reporter(job.discard_fd)
-    return lambda label, value, buffers: out.send_bytes("verify/0", report_value(value, buffers))
+    return lambda label, value, buffers: out.send_tensors("verify/0", call_record(value, buffers))
 
 
 def run_reference(job: protocol.ReferenceJob, scratch: str, reporter: Any = None) -> tuple[protocol.ReferenceResult, None]:
