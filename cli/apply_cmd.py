@@ -23,6 +23,8 @@ def add_parser(sub) -> None:
     p.add_argument("--at", default="", help="the submodule to replace (default: the one the task was extracted from)")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None,
                    help="where the model runs (default: cuda when torch sees a GPU, else cpu)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads for the forward (default 1: the harness times kernels on one thread)")
     p.add_argument("--repeats", type=int, default=10, help="timed forwards of each version, alternating")
     p.add_argument("--json", action="store_true", help="print one JSON object (agent.swap.SwapOutcome)")
 
@@ -35,9 +37,12 @@ def run(args: argparse.Namespace) -> int:
 
     if args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
-    if args.device is None:
-        import torch
+    if args.threads < 1:
+        raise UsageError("--threads must be at least 1")
+    import torch
 
+    torch.set_num_threads(args.threads)
+    if args.device is None:
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     checks.device(args.device)
     try:

@@ -21,6 +21,8 @@ def add_parser(sub) -> None:
     p.add_argument("entry", metavar="ENTRY", help="pkg.module:build or path/to/script.py:build, returning (model, inputs)")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None,
                    help="where the forward runs (default: cuda when torch sees a GPU, else cpu)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads for the forward (default 1: the harness times kernels on one thread)")
     p.add_argument("--repeats", type=int, default=5, help="forwards profiled, after one untimed warm-up")
     p.add_argument("--top", type=int, default=15, help="rows of the table")
     p.add_argument("--extract", type=int, default=0, metavar="N", help="write the top N extractable submodules as task files")
@@ -36,9 +38,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--repeats and --top must be at least 1, --extract at least 0")
     if args.extract and not args.out:
         raise UsageError("--extract needs --out DIR")
-    if args.device is None:
-        import torch
+    if args.threads < 1:
+        raise UsageError("--threads must be at least 1")
+    import torch
 
+    torch.set_num_threads(args.threads)
+    if args.device is None:
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     checks.device(args.device)
     from agent.entry import EntryError, load_entry
