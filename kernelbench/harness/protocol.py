@@ -351,6 +351,11 @@ class RunResult(Record):
     op_windows_ns: tuple[tuple[int, int, int], ...] = ()
     """(thread id, CLOCK_MONOTONIC start, end) of every ATen op the candidate's calls dispatched on the calling
     thread (`call_checks.CallTracer`; empty when not traced): time `code_attribution` charges to PyTorch."""
+    state_dict_checked: bool = False
+    """Whether the reference's `state_dict` came with the inputs (a task declaring `KEEP_STATE_DICT`) and the
+    candidate's keys and shapes were compared with it (`candidate_run._weights`)."""
+    state_dict_mismatch: str = ""
+    """Empty when they matched (the reference's weights were then loaded into `ModelNew`); else how they differ."""
 
 
 @dataclass(frozen=True)
