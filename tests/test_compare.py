@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from kernelbench.harness import compare
@@ -71,3 +72,30 @@ def test_outputs_dense_in_any_dimension_order_are_dense_and_gaps_or_overlaps_are
     assert not dense(x[:, :, ::2]) and dense(x[:3])  # a leading slice is still one block
     assert not dense(x[:, :2]) and not dense(torch.randn(4, 1).expand(4, 5))
     assert not dense(torch.randn(8).as_strided((2, 2), (1, 1)))
+
+
+def test_the_screen_in_steps_finds_an_error_in_any_step_and_agrees_with_the_exact_path():
+    """`compare._clearly_within` works in steps of SCREEN_CHUNK elements (no parallel region in the parent): an
+    error past the tolerance in the last step, or a NaN in a middle one, still fails, and the largest error is
+    the whole tensor's."""
+    import torch
+
+    from kernelbench.harness import compare
+
+    n = 3 * compare.SCREEN_CHUNK + 17
+    want = torch.randn(n)
+    got = want.clone()
+    got[5] += 1e-6
+    got[-1] += 3e-6
+    assert compare._clearly_within(got, want, 1e-4, 1e-4, True) == pytest.approx(3e-6, rel=0.05)
+    bad = want.clone()
+    bad[-1] += 1.0
+    assert compare._clearly_within(bad, want, 1e-4, 1e-4, True) is None
+    assert not compare.compare_tensor(bad, want, {"float32": 1e-4}, {"float32": 1e-4}).ok
+    nan = want.clone()
+    nan[compare.SCREEN_CHUNK + 3] = float("nan")
+    assert compare._clearly_within(nan, want, 1e-4, 1e-4, True) is None
+    changed = want.clone()
+    changed[-2] += 1e-3
+    assert "modified in place" in compare.inputs_unchanged([want], [changed])
+    assert compare.inputs_unchanged([want], [want.clone()]) == ""

@@ -69,30 +69,53 @@ FAST_MARGIN = 0.999
 """The float32 screen passes a tensor only when every element is within this share of its tolerance."""
 
 
+SCREEN_CHUNK = 32768
+"""Elements per step of the parent's float32 screen and of its input check: ATen's grain size, so none of their
+ops opens a parallel region. Why: the parent judges while other processes run (the children, a policy, other
+evaluations), and with two intra-op threads on a busy 2-core VM each parallel op waited for a descheduled
+thread: the verdict of `scripts/bench_harness.py`'s ReLU (31 calls of 8 MB) took 4.1-4.5 s in `kernel-agent
+eval` beside a training run, 1.05 s with one thread. In steps of this size one thread does it whatever the
+process's setting, with ~64 op calls per 2M elements of overhead."""
+
+
+def _steps(t: torch.Tensor) -> list[torch.Tensor]:
+    """`t` flattened, in views of at most SCREEN_CHUNK elements."""
+    flat = t.reshape(-1)
+    return [flat[i:i + SCREEN_CHUNK] for i in range(0, flat.numel(), SCREEN_CHUNK)]
+
+
 def _clearly_within(got: torch.Tensor, want: torch.Tensor, a: float, r: float, scale_atol: bool) -> float | None:
     """The largest absolute error when every element is finite and well inside the tolerance, computed in
     float32; None when any is not (then the exact float64 comparison below decides and explains).
 
     Why: the float64 comparison makes about fifteen passes over float64 copies (0.4 s for one 4M-element output
-    on a 2-core VM, thirty outputs per evaluation). This screen makes about six float32 passes. Its rounding
-    (relative 1e-7 of values, differences and the RMS) is far below the 0.1 % margin it keeps, so a tensor it
-    passes is one the exact path passes; a tensor near the boundary, or with a NaN or an infinity, goes to the
-    exact path, so verdicts and their reasons are those of the exact path."""
+    on a 2-core VM, thirty outputs per evaluation). This screen makes about six float32 passes, in steps of
+    SCREEN_CHUNK elements. Its rounding (relative 1e-7 of values, differences and the RMS, whose chunks' sums of
+    squares add up in float64) is far below the 0.1 % margin it keeps, so a tensor it passes is one the exact
+    path passes; a tensor near the boundary, or with a NaN or an infinity, goes to the exact path, so verdicts
+    and their reasons are those of the exact path."""
     if got.dtype not in (torch.float32, torch.float16, torch.bfloat16) or got.numel() == 0:
         return None
-    g, w = got.float(), want.float()
-    if not (bool(torch.isfinite(w).all()) and bool(torch.isfinite(g).all())):
-        return None
+    pairs = list(zip(_steps(got), _steps(want)))
     if scale_atol:
-        rms = float(torch.linalg.vector_norm(w)) / got.numel() ** 0.5
-        if not math.isfinite(rms):  # float32 overflow of the sum of squares: the exact path computes it
+        squares = 0.0
+        for _, w in pairs:
+            squares += float(torch.linalg.vector_norm(w.float())) ** 2
+        rms = math.sqrt(squares / got.numel())
+        if not math.isfinite(rms):  # a NaN or infinity, or a float32 overflow of a chunk's norm: the exact path
             return None
         a *= max(1.0, rms)
-    diff = torch.sub(g, w).abs_()
-    bound = torch.abs(w).mul_(r).add_(a).mul_(FAST_MARGIN)
-    if bool(torch.gt(diff, bound).any()):
-        return None
-    return float(diff.max())
+    worst = 0.0
+    for g, w in pairs:
+        g, w = g.float(), w.float()
+        if not (bool(torch.isfinite(w).all()) and bool(torch.isfinite(g).all())):
+            return None
+        diff = torch.sub(g, w).abs_()
+        bound = torch.abs(w).mul_(r).add_(a).mul_(FAST_MARGIN)
+        if bool(torch.gt(diff, bound).any()):
+            return None
+        worst = max(worst, float(diff.max()))
+    return worst
 
 
 def compare_tensor(got: torch.Tensor, want: torch.Tensor, atol: dict[str, float], rtol: dict[str, float],
@@ -163,8 +186,9 @@ def inputs_unchanged(before: list[Any], after: list[Any]) -> str:
             continue
         if not isinstance(a, torch.Tensor) or a.shape != b.shape or a.dtype != b.dtype:
             return f"input {i} was replaced"
-        same = torch.equal(a, b) or (b.is_floating_point() and torch.equal(torch.isnan(a), torch.isnan(b))
-                                      and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0)))
+        same = all(torch.equal(x, y) or (y.is_floating_point() and torch.equal(torch.isnan(x), torch.isnan(y))
+                                         and torch.equal(x.nan_to_num(0.0), y.nan_to_num(0.0)))
+                   for x, y in zip(_steps(a), _steps(b)))  # in steps: `SCREEN_CHUNK`
         if not same:
             return f"input {i} was modified in place (inputs must be left unchanged)"
     return ""
