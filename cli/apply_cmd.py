@@ -37,14 +37,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
-    if args.threads < 1:
-        raise UsageError("--threads must be at least 1")
-    import torch
-
-    torch.set_num_threads(args.threads)
-    if args.device is None:
-        args.device = "cuda" if torch.cuda.is_available() else "cpu"
-    checks.device(args.device)
+    checks.torch_device(args)
     try:
         at = args.at or read_run(args.run_dir).task.SUBMODULE  # RUN_DIR is checked before the model is built
         entry = load_entry(args.into, args.device)

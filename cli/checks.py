@@ -68,6 +68,19 @@ def device(name: str, *, compile_only_hint: bool = False) -> None:
         raise UsageError(f"--device cuda needs a CUDA GPU, and torch sees none here{hint}")
 
 
+def torch_device(args) -> None:
+    """`--threads` (at least 1) applied to torch, and `--device` resolved (CUDA where there is one) and checked:
+    for the commands that run the user's own model in this process (`hotspots`, `apply`)."""
+    if args.threads < 1:
+        raise UsageError("--threads must be at least 1")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    if args.device is None:
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    device(args.device)
+
+
 def size_for(device_name: str, size: str | None) -> None:
     if device_name == "cpu" and size == "gpu":
         raise UsageError("--size gpu builds GPU-sized inputs (gigabytes; minutes per trial on a CPU): use --size cpu "

@@ -38,14 +38,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--repeats and --top must be at least 1, --extract at least 0")
     if args.extract and not args.out:
         raise UsageError("--extract needs --out DIR")
-    if args.threads < 1:
-        raise UsageError("--threads must be at least 1")
-    import torch
-
-    torch.set_num_threads(args.threads)
-    if args.device is None:
-        args.device = "cuda" if torch.cuda.is_available() else "cpu"
-    checks.device(args.device)
+    checks.torch_device(args)
     from agent.entry import EntryError, load_entry
     from agent.hotspots import profile_hotspots
 

@@ -113,16 +113,9 @@ class Perturbation:
         """The values for `seed` written into `buffers`, one write per tensor as `write_inputs` does (the
         floating ones by the `addcmul` that computes them, `out=` the buffer: its version counter rises by
         one, as a `copy_`'s does); returns the call's arguments."""
-        args = []
-        for i, (buf, val, t) in enumerate(zip(buffers, self.values, self.terms)):
-            if t is not None and isinstance(buf, torch.Tensor):
-                args.append(self._scaled(i, seed, buf))
-            elif isinstance(buf, torch.Tensor) and isinstance(val, torch.Tensor):
-                buf.copy_(val)
-                args.append(buf)
-            else:
-                args.append(val)
-        return args
+        args = write_inputs(buffers, [None if t is not None else v for v, t in zip(self.values, self.terms)])
+        return [self._scaled(i, seed, buf) if t is not None else a
+                for i, (buf, a, t) in enumerate(zip(buffers, args, self.terms))]
 
 
 def check_inputs(values: list[Any], seed: int) -> list[Any]:
