@@ -8,6 +8,22 @@ import io
 from typing import Any
 
 
+def non_overlapping_and_dense(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether a strided tensor's elements fill one block of memory exactly once, in any dimension order (a
+    transposed or channels-last result is dense; a broadcast or a slice with gaps is not).
+
+    Written out here because torch's own helper moved (`torch._prims_common.is_non_overlapping_and_dense` is
+    gone in torch 2.13): the fallback to `is_contiguous` rejected every correct column-major output."""
+    if any(n == 0 for n in shape):
+        return True
+    expected = 1
+    for n, s in sorted(((n, s) for n, s in zip(shape, strides) if n != 1), key=lambda d: d[1]):
+        if s != expected:
+            return False
+        expected *= n
+    return True
+
+
 def flatten_output(out: Any) -> tuple[str, list[Any], list[dict[str, Any]]]:
     """(structure, plain dense CPU tensors, per-tensor metadata) of a forward's return value."""
     import torch
@@ -18,12 +34,7 @@ def flatten_output(out: Any) -> tuple[str, list[Any], list[dict[str, Any]]]:
         return structure, [t for p in parts for t in p[1]], [m for p in parts for m in p[2]]
     if not isinstance(out, torch.Tensor):
         return f"<{type(out).__name__}>", [], []
-    try:
-        from torch._prims_common import is_non_overlapping_and_dense
-
-        dense = bool(is_non_overlapping_and_dense(out))
-    except Exception:
-        dense = bool(out.is_contiguous())
+    dense = non_overlapping_and_dense(tuple(out.shape), tuple(out.stride())) if out.layout == torch.strided else False
     meta = {"type": type(out).__name__, "exact_tensor": type(out) is torch.Tensor, "dtype": str(out.dtype).replace("torch.", ""),
             "shape": list(out.shape), "device": out.device.type, "dense": dense, "layout": str(out.layout)}
     plain = torch.empty(tuple(out.shape), dtype=out.dtype)
