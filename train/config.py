@@ -55,9 +55,11 @@ class SFTConfig:
     tiny_vocab_size: int = 2048
     """Byte-level BPE vocabulary trained on the warm-start texts."""
     data: str = "solutions"
-    """`solutions` (reference solutions formatted as agent turns) or a trajectories.jsonl of earlier runs."""
+    """`solutions` (reference solutions formatted as agent turns), `family:NAME` (a task family's first and
+    second turns: train/family_examples.py) or a trajectories.jsonl of earlier runs."""
     tasks: tuple[str, ...] = ()
-    """Task ids to take solutions for (e.g. `L1/03_silu`); empty: every task with a solution."""
+    """Task ids to take solutions for (e.g. `L1/03_silu`); empty: every task with a solution (with
+    `family:NAME`: the family's training tasks)."""
     solution_kinds: tuple[str, ...] = ("cpu", "cpu_slow")
     """Solution folders to draw from (`cpu`, `cpu_slow`, `cuda`); a task with two kinds gets both."""
     slow_copies: int = 1
@@ -111,6 +113,9 @@ class SFTConfig:
     check_samples: int = 0
     """After training, sample each task's answer this many times at `check_temperature` and count answers
     equal to a training answer, parseable, or neither (written to check.json; 0: skip)."""
+    check_prompts: int = 0
+    """Most distinct prompts the check samples, spread evenly over the data (0: every prompt); a family's data
+    has one prompt per task and context, over a hundred."""
     check_temperature: float = 0.9
     """Temperature of that check (the RL sampling temperature)."""
     seed: int = 0
@@ -281,7 +286,7 @@ class PipelineConfig:
     """`kernel-agent train --pipeline`: SFT warm start, RL, held-out bench and a report, in one folder."""
 
     bench_tasks: str = "builtin:heldout"
-    """Tasks of the held-out bench (`ORIGIN[:SPLIT]` or comma-separated ids)."""
+    """Tasks of the held-out bench (`ORIGIN[:SPLIT]` or comma-separated ids); empty: no bench."""
     bench_limit: int = 2
     """Held-out tasks benchmarked (0: all)."""
     bench_trajectories: int = 4
@@ -289,9 +294,13 @@ class PipelineConfig:
     bench_turns: int = 1
     """Turns per held-out trajectory."""
     train_bench_trajectories: int = 8
-    """Samples per training task drawn before and after RL, to measure the shift toward faster kernels."""
+    """Samples per held-out task of each probe, before and after RL (jobs/probes.py)."""
+    probe_tasks: str = "family:affine:heldout"
+    """Held-out tasks of a task family the probes sample (`family:NAME:heldout` or ids); neither SFT nor RL
+    sees them. The first-answer probe and the refinement probe both run on them."""
     prebuild: bool = True
-    """Evaluate the training tasks' reference answers beside SFT, so RL finds their builds in the cache."""
+    """Evaluate the family's answers beside SFT: each once on a training task (RL then finds their builds in
+    the cache) and the two second answers on every probe task (the refinement probe's real feedback)."""
 
 
 C = TypeVar("C")
