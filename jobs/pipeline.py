@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from jobs.answers import classify, family_codes, without_extension_name  # noqa: F401 (the pipeline's names)
 from train.config import PipelineConfig, SFTConfig, TrainConfig, load_config, load_sections
 from train.warm_start import ensure_warm_start
 
@@ -38,25 +38,6 @@ def reference_codes(task_id: str, compact: bool) -> dict[str, str]:
         if sol is not None:
             out[label] = (compact_source(sol.source) if compact else sol.source).strip()
     return out
-
-
-# The extension's name (`load_inline(name="...")`) labels the build and changes nothing it computes. A tiny
-# policy drifts on it under RL (on 2026-12-03 the last steps wrote the fast kernel, character for character,
-# as `sol_cpu_l1_26_matrix_matrix_multiply`, scored 1.34 like the fast reference, and exact text counted all
-# 16 as `other`), so it is masked before comparing; every other character, the kernel's included, must match.
-# Only a keyword argument (after `(` or `,`): a C++ `const char* name = "..."` in the kernel stays compared.
-_EXTENSION_NAME = re.compile(r"""([(,]\s*name\s*=\s*)(["'])[^"'\n]*\2""")
-
-
-def without_extension_name(code: str) -> str:
-    """`code` stripped, with the string of every `name=` keyword argument replaced by a fixed one."""
-    return _EXTENSION_NAME.sub(r'\1"_"', code.strip())
-
-
-def classify(code: str, refs: dict[str, str]) -> str:
-    """`fast`, `slow` (that reference's text, up to the extension's name) or `other`."""
-    code = without_extension_name(code)
-    return next((label for label, ref in refs.items() if code and code == without_extension_name(ref)), "other")
 
 
 def prebuild(config: TrainConfig, jobs: list[tuple[str, str, str]], say=print) -> dict[str, Any]:
@@ -84,7 +65,7 @@ def prebuild(config: TrainConfig, jobs: list[tuple[str, str, str]], say=print) -
 def prebuild_jobs(train_ids: list[str], probe_ids: list[str], compact: bool) -> list[tuple[str, str, str]]:
     """Every family answer on the first training task of each layout (builds and the report's reference
     speedups), then the two second answers on every probe task (the refinement probe's contexts)."""
-    from jobs.probes import SECOND_ANSWERS, family_codes
+    from jobs.probes import SECOND_ANSWERS
     from kernelbench.tasks.family import affine_layout
 
     codes = family_codes(compact)
@@ -144,7 +125,7 @@ def run_pipeline(preset: str, out: str, steps: int | None = None, say=print, see
     probes after, the bench when one is set, report.md with plots; returns the summary."""
     import threading
 
-    from jobs.probes import refine_contexts
+    from jobs.probes import learned, refine_contexts
     from jobs.trajectory_stats import per_step
 
     t0 = time.perf_counter()
@@ -219,27 +200,6 @@ def run_pipeline(preset: str, out: str, steps: int | None = None, say=print, see
     write_pipeline_report(out, summary)
     say(f"pipeline done in {walls['total_s']:.0f} s -> {out}/report.md")
     return summary
-
-
-FAST_BEFORE_MAX, FAST_AFTER_MIN = 1 / 3, 2 / 3
-"""The first-answer bar: the fast share of held-out first answers at most 1/3 before RL, at least 2/3 after."""
-REFINE_BEFORE_MAX, REFINE_AFTER_MIN = 0.6, 0.8
-"""The refinement bar: the right-response share at most 0.6 before RL (a warm start neutral on the second
-choice), at least 0.8 after."""
-
-
-def learned(before: dict[str, Any], after: dict[str, Any]) -> dict[str, bool]:
-    """Which bars a run met: `first_answers`, `refinement`, and `both`."""
-    first = before["fast_share"] <= FAST_BEFORE_MAX and after["fast_share"] >= FAST_AFTER_MIN
-    refine = ("refine_share" in before and "refine_share" in after and before["refine_share"] <= REFINE_BEFORE_MAX
-              and after["refine_share"] >= REFINE_AFTER_MIN)
-    return {"first_answers": first, "refinement": refine, "both": first and refine}
-
-
-def family_codes(compact: bool) -> dict[str, str]:
-    from jobs.probes import family_codes as codes
-
-    return codes(compact)
 
 
 def _sft_examples(sft_config: SFTConfig) -> list[Any]:

@@ -69,7 +69,7 @@ def _mean(records: list[dict[str, float]], key: str) -> float:
 
 def verdict_lines(summary: dict[str, Any]) -> list[str]:
     """The report's opening: both probes on held-out tasks, learned or not, in words."""
-    from jobs.pipeline import FAST_AFTER_MIN, FAST_BEFORE_MAX, REFINE_AFTER_MIN, REFINE_BEFORE_MAX, learned
+    from jobs.probes import FAST_AFTER_MIN, FAST_BEFORE_MAX, REFINE_AFTER_MIN, REFINE_BEFORE_MAX, learned
 
     pb, pa = summary["probe_before"], summary["probe_after"]
     got = learned(pb, pa)
@@ -143,7 +143,7 @@ def write_pipeline_report(out: str, summary: dict[str, Any]) -> str:
     if steps:
         _plot_turns(steps, os.path.join(out, "turns.png"))
         lines += ["## Answers per turn, per RL step", "", "![turns](turns.png)", ""]
-    from jobs.probes import family_codes
+    from jobs.answers import family_codes
     from jobs.trajectory_stats import example_trajectory
 
     example = example_trajectory(summary["rl_out"], family_codes(True))

@@ -16,23 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
+from jobs.answers import classify, family_codes
+
 SECOND_ANSWERS = ("rows", "columns")
 """The second answers the refinement probe tells apart (the right one is the faster on the task)."""
-
-
-def family_codes(compact: bool) -> dict[str, str]:
-    """The family's answers as the code text a parsed answer gives back, by name."""
-    from kernelbench.tasks.family import ANSWER_FILES, answer_source
-    from train.sft import compact_source
-
-    return {name: (compact_source(answer_source(name)) if compact else answer_source(name)).strip()
-            for name in ANSWER_FILES}
 
 
 def answer_label(text: str, codes: dict[str, str]) -> str:
     """The family answer an answer's code reproduces (`rows`, `columns`, `crossed`) or `other`."""
     from agent.parsing import parse_response
-    from jobs.pipeline import classify
 
     return classify(parse_response(text).code, codes)
 
@@ -70,7 +62,7 @@ def refine_messages(ctx: RefineContext, task: Any, codes: dict[str, str], settin
     """The turn-2 prompt after the fast first answer, as RL's second turns see it."""
     from agent.prompts import Attempt, build_messages
     from kernelbench.tasks.family import answer_source
-    from train.sft import solution_summary
+    from train.solution_text import solution_summary
 
     attempt = Attempt(code=codes["rows"], summary=solution_summary(answer_source("rows"), True), status=ctx.status,
                       feedback=ctx.feedback)
@@ -120,3 +112,18 @@ def first_answer_probe(policy: Any, task_ids: Sequence[str], samples: int, sampl
         counts[task_id] = c
     n = sum(sum(c.values()) for c in counts.values())
     return {"tasks": counts, "samples": n, "fast_share": sum(c["rows"] for c in counts.values()) / max(1, n)}
+
+
+FAST_BEFORE_MAX, FAST_AFTER_MIN = 1 / 3, 2 / 3
+"""The first-answer bar: the fast share of held-out first answers at most 1/3 before RL, at least 2/3 after."""
+REFINE_BEFORE_MAX, REFINE_AFTER_MIN = 0.6, 0.8
+"""The refinement bar: the right-response share at most 0.6 before RL (a warm start neutral on the second
+choice), at least 0.8 after."""
+
+
+def learned(before: dict[str, Any], after: dict[str, Any]) -> dict[str, bool]:
+    """Which bars a run met: `first_answers`, `refinement`, and `both`."""
+    first = before["fast_share"] <= FAST_BEFORE_MAX and after["fast_share"] >= FAST_AFTER_MIN
+    refine = ("refine_share" in before and "refine_share" in after and before["refine_share"] <= REFINE_BEFORE_MAX
+              and after["refine_share"] >= REFINE_AFTER_MIN)
+    return {"first_answers": first, "refinement": refine, "both": first and refine}

@@ -28,7 +28,7 @@ def per_step(rl_out: str, codes: dict[str, str]) -> list[dict[str, Any]]:
     """One row per step: `turns` (per turn index: answer counts by family answer and `other`, mean score),
     `trajectories`, and `turn2_beats_turn1_share` (second turn scored strictly above the first; None when no
     trajectory had two scored turns)."""
-    from jobs.pipeline import classify
+    from jobs.answers import classify
 
     rows: dict[int, dict[str, Any]] = {}
     for step, traj in _trajectories(rl_out):
@@ -58,7 +58,7 @@ def per_step(rl_out: str, codes: dict[str, str]) -> list[dict[str, Any]]:
 def example_trajectory(rl_out: str, codes: dict[str, str]) -> dict[str, Any] | None:
     """One trajectory of the last step to show in full: the first whose second turn scored above its first,
     else the first with two turns. Turn 1's code, its feedback, the summary the model wrote, turn 2."""
-    from jobs.pipeline import classify
+    from jobs.answers import classify
 
     last: list[Any] = []
     last_step = -1

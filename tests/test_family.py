@@ -109,7 +109,7 @@ def test_the_refinement_probe_refuses_contexts_of_one_kind():
 
 
 def test_the_bars():
-    from jobs.pipeline import learned
+    from jobs.probes import learned
 
     assert learned({"fast_share": 0.2, "refine_share": 0.5}, {"fast_share": 0.7, "refine_share": 0.85})["both"]
     got = learned({"fast_share": 0.2, "refine_share": 0.65}, {"fast_share": 0.7, "refine_share": 0.9})

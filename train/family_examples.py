@@ -55,11 +55,12 @@ def family_examples(config: Any, example_cls: Any) -> list[Any]:
     `config.tasks`), as `example_cls(task_id, source, prompt, answer)`."""
     from kernelbench.tasks.family import answer_source
     from train.grpo import resolve_tasks
-    from train.sft import compact_source, prompt_settings, solution_answer, solution_summary
+    from agent.prompts import PromptSettings
+    from train.solution_text import compact_source, solution_answer, solution_summary
 
     family = config.data.split(":", 1)[1]
     tasks = resolve_tasks(",".join(config.tasks)) if config.tasks else resolve_tasks(f"family:{family}:train")
-    settings = prompt_settings(config)
+    settings = PromptSettings(device=config.device, hardware=config.hardware, style=config.prompt_style)
     compact = config.compact_solutions
     sources = {name: answer_source(name) for name in ("rows", "columns", "crossed")}
     answers = {name: solution_answer(src, compact) for name, src in sources.items()}
