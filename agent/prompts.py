@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from agent.policy import Conversation, count_tokens_approx
+from kernelbench.tasks.task_file import inspect_source
 
 SYSTEM = (
     "You are a performance engineer who replaces PyTorch code with hand-written kernels. You care about "
@@ -84,6 +85,12 @@ Rules for the solution file:
 - No PyTorch internals or vendor libraries in C++ (`at::native`, `at::cpu::mm`, BLAS, oneDNN), however named:
   the built library's imported symbols are checked.
 - {op_policy}"""
+
+WEIGHTS_RULE = """\
+- Keep `Model`'s parameter and buffer names and shapes (its `state_dict`, listed in the task's docstring): the
+  harness loads `Model`'s weights into `ModelNew` before judging it (a mismatch is rejected), as the user's
+  trained weights will be loaded later."""
+"""Replaces the creation-order rule for a task declaring `KEEP_STATE_DICT` (a submodule `hotspots` extracted)."""
 
 ANSWER_RULES = """\
 How to answer:
@@ -339,6 +346,9 @@ def task_message(task_source: str, settings: PromptSettings) -> str:
     rules = FORMAT_RULES.format(op_policy=OP_POLICY_RULES.get(settings.op_policy, OP_POLICY_RULES["strict"]))
     if language_of(settings.device, settings.language) == "triton":
         rules = rules.replace("Compile your kernels inline in the file itself", "Define your kernels in the file itself")
+    if inspect_source(task_source).keep_state_dict:
+        start = rules.index("- Create parameters")
+        rules = rules[:start] + WEIGHTS_RULE + rules[rules.index("\n- ", start):]
     return TASK_TEMPLATE.format(
         hardware=settings.hardware, device_guide=guide, task_source=task_source.strip(),
         format_rules=rules, answer_rules=ANSWER_RULES, example_problem=EXAMPLE_PROBLEM, example_solution=example)

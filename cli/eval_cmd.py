@@ -40,10 +40,10 @@ def add_profile_option(p: argparse.ArgumentParser) -> None:
                    help="profile one untimed call after a correct run, for the feedback (ncu: + Nsight Compute on CUDA)")
 
 
-def resolve_task(spec: str):
-    """A path to a problem file, else a task id through the catalog."""
+def resolve_task(spec: str, what: str = "--task"):
+    """A path to a problem file, else a task id through the catalog; `what` names the argument in errors."""
     if not os.path.exists(spec) and (spec.endswith(".py") or spec.startswith(("/", "./", "../", "~"))):
-        raise UsageError(f"--task {spec}: file not found")
+        raise UsageError(f"{what} {spec}: file not found")
     if os.path.isfile(spec):
         from kernelbench.tasks.task_file import TaskFileError, read_task_file
 

@@ -1,5 +1,5 @@
-"""`kernel-agent`: one console script, subcommands `tasks`, `eval`, `optimize`, `bench`, `sft`, `train`,
-`view`.
+"""`kernel-agent`: one console script, subcommands `tasks`, `eval`, `optimize`, `hotspots`, `apply`, `bench`, `sft`,
+`train`, `view`.
 
 A thin layer: each subcommand lives in `cli/<name>_cmd.py` with `add_parser(subparsers)` and `run(args)`,
 imported only when chosen so that `kernel-agent tasks list` does not pay for transformers or trl.
@@ -18,6 +18,8 @@ SUBCOMMANDS = {
     "tasks": "cli.tasks_cmd",
     "eval": "cli.eval_cmd",
     "optimize": "cli.optimize_cmd",
+    "hotspots": "cli.hotspots_cmd",
+    "apply": "cli.apply_cmd",
     "bench": "cli.bench_cmd",
     "sft": "cli.sft_cmd",
     "train": "cli.train_cmd",

@@ -2,7 +2,7 @@
 
     kernel-agent tasks list [--source builtin|kernelbench:PATH|hf:NAME] [--split train|heldout|extra|all]
                             [--level N] [--json] [--size cpu]
-    kernel-agent tasks show ID [--size cpu|gpu] [--source ...]
+    kernel-agent tasks show ID|FILE [--size cpu|gpu] [--source ...]
 
 `list` shows how many input configurations each task declares (`INPUT_CONFIGS`; correctness is checked on
 each, timing on the first); `show` prints every configuration's input shapes.
@@ -43,7 +43,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                      help="cpu: add whether each task has a CPU size (its own CPU_SIZE or a recorded one) and why not")
 
     show = actions.add_parser("show", help="print one task's source and input shapes")
-    show.add_argument("id", help="task id, e.g. L1/03_gelu, kb:L1/19_ReLU, hf:L2/12_Gemm_Multiply_LeakyReLU")
+    show.add_argument("id", help="task id, e.g. L1/03_gelu, kb:L1/19_ReLU, hf:L2/12_Gemm_Multiply_LeakyReLU, "
+                                 "or a problem file's path (as `eval --task` takes)")
     show.add_argument("--size", default="cpu", choices=("cpu", "gpu"), help="input size to report (default cpu)")
     show.add_argument("--source", default=None, help="origin to look the id up in (default: from the id's prefix)")
 
@@ -134,11 +135,17 @@ def draw_inputs(problem: Any) -> tuple[list[Any], list[Any]]:
 def _show(args: argparse.Namespace) -> int:
     from kernelbench.tasks.problem import load_problem
 
-    try:
-        task = find_task(args.id, args.source)
-    except OriginError as e:
-        raise UsageError(str(e)) from None
-    print(f"# {task.id}  level {task.level}  split {split_of(task)}  op_policy {task.op_policy}"
+    if os.path.isfile(args.id) or args.id.endswith(".py") or args.id.startswith(("/", "./", "../", "~")):
+        from cli.eval_cmd import resolve_task  # a problem file, read as `eval --task FILE` reads it
+
+        task = resolve_task(args.id, what="FILE")
+    else:
+        try:
+            task = find_task(args.id, args.source)
+        except OriginError as e:
+            raise UsageError(str(e)) from None
+    split = split_of(task) if not task.origin.startswith("file:") else "none (a file)"  # splits are of origins
+    print(f"# {task.id}  level {task.level}  split {split}  op_policy {task.op_policy}"
           f"{'  needs_weights' if task.needs_weights else ''}")
     print(f"# origin {task.origin}" + (f"  path {task.path}" if task.path else ""))
     print(task.source.rstrip("\n"))

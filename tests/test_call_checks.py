@@ -48,14 +48,19 @@ def test_every_call_of_a_measurement_writes_its_inputs_the_same_way():
 
 
 def test_check_and_timed_values_come_from_one_function():
-    """A check call's inputs are `timing.perturbed` of its set with a seeded CPU generator: the same numbers a
-    timed call would get from that generator state."""
+    """A check call's inputs are `check_inputs` of its set and seed: the same numbers a timed call on that seed
+    gets written into its buffers (`Perturbation.write`, one write per tensor: the version counter rises by
+    one, as a `copy_`'s does)."""
     base = [torch.randn(4, 100), torch.arange(3), 5]
-    g = torch.Generator()
-    g.manual_seed(99)
-    timed = timing.perturbed(base, g)
+    buffers = timing.fresh_buffers(base)
+    versions = [b._version for b in buffers[:2]]
+    timed = timing.Perturbation(base).write(buffers, 99)
     check = timing.check_inputs(base, 99)
-    assert torch.equal(timed[0], check[0]) and torch.equal(check[1], base[1]) and check[2] == 5
+    assert timed[0] is buffers[0] and torch.equal(timed[0], check[0]) and not torch.equal(check[0], base[0])
+    assert torch.equal(check[1], base[1]) and check[2] == 5 and timed[2] == 5
+    assert [b._version - v for b, v in zip(buffers[:2], versions)] == [1, 1]
+    two = [torch.ones(100), torch.ones(100)]  # equal tensors of one set get their own factors
+    assert not torch.equal(*timing.check_inputs(two, 7))
 
 
 def test_op_policy_is_judged_on_every_call():

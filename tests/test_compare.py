@@ -50,3 +50,24 @@ def test_screen_leaves_overflow_and_non_finite_outputs_to_the_exact_path():
     assert compare.compare_tensor(nan, nan, ATOL, ATOL).ok  # NaN where the reference has NaN: exact path says ok
     off = torch.tensor([1.0, 2.0])
     assert not compare.compare_tensor(off + 1e-2, off, ATOL, ATOL).ok
+
+
+def test_outputs_dense_in_any_dimension_order_are_dense_and_gaps_or_overlaps_are_not():
+    """The run child's density check (`outputs.flatten_output`'s `dense`) on real strided tensors: a transposed
+    (column-major) or channels-last result is dense; a slice with gaps, a broadcast (expand) and a tensor with
+    two dimensions on one stride are not. Written for torch 2.13, which no longer has the helper the check
+    used, where the fallback (`is_contiguous`) rejected every correct column-major output."""
+    import torch
+
+    from kernelbench.harness.child.outputs import flatten_output
+
+    def dense(t: torch.Tensor) -> bool:
+        return flatten_output(t)[2][0]["dense"]
+
+    x = torch.randn(6, 4, 5, 3)
+    assert dense(x) and dense(x.transpose(0, 1)) and dense(x.permute(3, 2, 1, 0))
+    assert dense(x.contiguous(memory_format=torch.channels_last)) and dense(torch.randn(7, 1, 3)[:, :, :])
+    assert dense(torch.empty(0, 5)) and dense(torch.tensor(2.0))
+    assert not dense(x[:, :, ::2]) and dense(x[:3])  # a leading slice is still one block
+    assert not dense(x[:, :2]) and not dense(torch.randn(4, 1).expand(4, 5))
+    assert not dense(torch.randn(8).as_strided((2, 2), (1, 1)))

@@ -227,26 +227,58 @@ def test_report_frames_keep_order_and_refuse_anything_else():
 
 def test_check_calls_keep_only_argument_digests_and_a_sent_string_is_no_digest():
     """The parent keeps a check call's arguments as their digests (memory: `verdict._candidate_calls`); a frame
-    that sends the expected digest itself, as a string, in place of the tensor is judged as changed inputs."""
-    import io
+    that sends the expected digest itself, as a string, in place of the tensor is unreadable (`call_frames`
+    decodes tensors and None only), and a plain string is never a `Digest`."""
+    import json
     from types import SimpleNamespace
 
-    from kernelbench.harness import report, verdict
+    from kernelbench.harness import call_frames, report, verdict
     from kernelbench.harness.child.outputs import tensor_digest
 
     x = torch.arange(6.0)
 
-    def frames_with(after):
-        buf = io.BytesIO()
-        torch.save({"outputs": [x * 2], "inputs_after": [after]}, buf)
-        return report.Frames(payloads={"check/0": memoryview(buf.getvalue())})
+    def frames_with(parts):
+        return report.Frames(payloads={"check/0": memoryview(b"".join(bytes(memoryview(p)) for p in parts))})
 
     ref = SimpleNamespace(outputs=[], timing_outputs=[], check_outputs=[[x * 2]])
-    honest = verdict._candidate_calls(frames_with(x.clone()), ref)["checks"][0]
-    assert honest.inputs_after == [tensor_digest(x)] and compare.inputs_match([tensor_digest(x)], honest.inputs_after) == ""
-    forged = verdict._candidate_calls(frames_with(tensor_digest(x)), ref)["checks"][0]
-    assert forged.inputs_after == [None] and "input 0" in compare.inputs_match([tensor_digest(x)], forged.inputs_after)
+    honest = verdict._candidate_calls(frames_with(call_frames.encode({"outputs": [x * 2], "inputs_after": [x.clone()]})), ref)
+    assert honest["checks"][0].inputs_after == [tensor_digest(x)]
+    assert compare.inputs_match([tensor_digest(x)], honest["checks"][0].inputs_after) == ""
+    parts = call_frames.encode({"outputs": [x * 2], "inputs_after": [None]})
+    head = json.dumps({"outputs": [["float32", [6]]], "inputs_after": [tensor_digest(x)]}).encode()
+    body = call_frames.PREFIX.size + len(head)
+    body += -body % call_frames.ALIGN
+    forged = [(call_frames.PREFIX.pack(call_frames.MAGIC, len(head), body) + head).ljust(body, b"\0")] + parts[1:]
+    with pytest.raises(ValueError, match="bad tensor spec in inputs_after"):
+        verdict._candidate_calls(frames_with(forged), ref)
     assert "input 0" in compare.inputs_match([tensor_digest(x)], [tensor_digest(x)])  # a plain string is no Digest
+
+
+def test_call_frames_read_back_exactly_and_refuse_anything_else():
+    """`call_frames.decode` gives back what `encode` wrote (every dtype a kernel returns, empty and 0-d
+    tensors, None arguments) and refuses a payload cut short, padded, with an unknown dtype, or with a shape
+    larger than its bytes (checked before anything is allocated)."""
+    import json
+
+    from kernelbench.harness import call_frames
+
+    rec = {"outputs": [torch.randn(3, 5), torch.tensor(2.0), torch.zeros(0, 4), torch.ones(7, dtype=torch.bool),
+                       torch.randn(3, dtype=torch.complex64), torch.randn(5).half(), torch.randn(4).bfloat16()],
+           "inputs_after": [None, torch.arange(9)]}
+    for start in (0, 3):  # the payload's place in the stream: the tensors in place when aligned, else copied
+        payload = b"".join(bytes(memoryview(p)) for p in call_frames.encode(rec, start))
+        data = bytearray(bytes(64 + start) + payload)
+        back = call_frames.decode(memoryview(data)[64 + start:])
+        assert back["inputs_after"][0] is None
+        for a, b in zip(rec["outputs"] + rec["inputs_after"][1:], back["outputs"] + back["inputs_after"][1:]):
+            assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+            assert b.data_ptr() % b.element_size() == 0
+    huge = json.dumps({"outputs": [["float32", [10 ** 12]]], "inputs_after": []}).encode()
+    for bad in (payload[:-1], payload + bytes(64), payload.replace(b'"float32"', b'"object!"'), b"KAT1\xff\xff\xff\xff",
+                b"", call_frames.PREFIX.pack(call_frames.MAGIC, len(huge), 12 + len(huge)) + huge,
+                payload[:8] + bytes(4) + payload[12:]):  # a body offset before the header's end
+        with pytest.raises(ValueError):
+            call_frames.decode(bad)
 
 
 def test_frames_written_by_the_candidate_void_its_report(pycfg):

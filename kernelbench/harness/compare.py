@@ -2,7 +2,7 @@
 
 DESIGN.md rule 3: same structure, shape, dtype and device; no tensor subclasses; dense, non-overlapping
 strides; NaN positions agree; values within per-dtype atol/rtol (KernelBench HEAD: 1e-4 fp32, 1e-2
-fp16/bf16); inputs unchanged by the call. Tensors arrive here from `torch.load(weights_only=True)`, so they
+fp16/bf16); inputs unchanged by the call. Tensors arrive here from `call_frames.decode`, so they
 are plain tensors whatever the child did; the metadata the child recorded before converting them is what
 reveals a subclass or odd strides.
 """
@@ -172,7 +172,7 @@ def inputs_unchanged(before: list[Any], after: list[Any]) -> str:
 
 class Digest(str):
     """A tensor's digest the parent computed itself (`verdict._candidate_calls`); a plain string from a child's
-    frame is never one (`torch.load(weights_only=True)` builds no class of ours), so it cannot pass for it."""
+    frame is never one (`call_frames.decode` builds tensors and lists only), so it cannot pass for it."""
 
 
 def inputs_match(digests: list[str | None], after: list[Any]) -> str:

@@ -351,6 +351,11 @@ class RunResult(Record):
     op_windows_ns: tuple[tuple[int, int, int], ...] = ()
     """(thread id, CLOCK_MONOTONIC start, end) of every ATen op the candidate's calls dispatched on the calling
     thread (`call_checks.CallTracer`; empty when not traced): time `code_attribution` charges to PyTorch."""
+    state_dict_checked: bool = False
+    """Whether the reference's `state_dict` came with the inputs (a task declaring `KEEP_STATE_DICT`) and the
+    candidate's keys and shapes were compared with it (`candidate_run._weights`)."""
+    state_dict_mismatch: str = ""
+    """Empty when they matched (the reference's weights were then loaded into `ModelNew`); else how they differ."""
 
 
 @dataclass(frozen=True)
@@ -366,7 +371,7 @@ class RunReport(Record):
 class CallRecord(Record):
     """One call the run child reports in a frame of its own (`forward/i`, `check/j`, `verify/k`): the output as
     plain dense CPU tensors, and the arguments after the call (None for an argument that is no tensor). The
-    frame is `torch.save` bytes of this shape (`outputs.call_record`), read with `torch.load(weights_only=True)`."""
+    frame is this shape (`outputs.call_record`) encoded by `call_frames.encode`, read by `call_frames.decode`."""
 
     outputs: list[Any]
     inputs_after: list[Any]

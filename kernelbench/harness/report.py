@@ -10,15 +10,14 @@ then parses what came. The candidate shares the child's process, so it could sti
 the pipe: every frame carries a sequence number and a label the parent expects exactly once, and anything out
 of order, repeated, unexpected or after the final report makes the report void (`Frames.problem`).
 
-Frame: `MAGIC`, u32 sequence number, u16 label length, u64 payload length, label (ASCII), payload. Tensor
-payloads are `torch.save` bytes the parent reads with `torch.load(weights_only=True)` (plain tensors,
-containers and numbers only); the report is JSON.
+Frame: `MAGIC`, u32 sequence number, u16 label length, u64 payload length, label (ASCII), payload. A call's
+payload is a JSON header and the raw bytes of its tensors (`kernelbench.harness.call_frames`: plain tensors in
+lists, read strictly); the report is JSON.
 """
 
 from __future__ import annotations
 
 import fcntl
-import io
 import json
 import os
 import re
@@ -28,6 +27,8 @@ import struct
 import threading
 from dataclasses import dataclass, field
 from typing import Any
+
+from kernelbench.harness import call_frames
 
 MAGIC = b"KAR1"
 HEADER = struct.Struct(">4sIHQ")
@@ -49,29 +50,36 @@ class Reporter:
     def __init__(self, fd: int):
         self.fd = fd
         self._write, self._fstat, self._dumps = os.write, os.fstat, json.dumps
+        self._encode = call_frames.encode
         st = os.fstat(fd)
         if not stat.S_ISFIFO(st.st_mode):
             raise RuntimeError("the report descriptor is not a pipe")
         self._identity = (st.st_dev, st.st_ino)
         self._seq = 0
+        self._written = 0
+        """Bytes this reporter wrote into the pipe: where the next frame starts in the stream the parent reads."""
 
     def send_bytes(self, label: str, payload: bytes) -> None:
+        self.send_parts(label, [payload])
+
+    def send_parts(self, label: str, parts: list[Any]) -> None:
+        """One frame whose payload is `parts` (buffers) written in order, without joining them."""
         st = self._fstat(self.fd)
         if (st.st_dev, st.st_ino) != self._identity:
             raise RuntimeError("the report pipe was replaced")
         name = label.encode("ascii")
-        data = HEADER.pack(MAGIC, self._seq, len(name), len(payload)) + name + payload
+        views = [memoryview(p).cast("B") for p in parts]
+        head = HEADER.pack(MAGIC, self._seq, len(name), sum(v.nbytes for v in views)) + name
         self._seq += 1
-        view = memoryview(data)
-        while view:
-            view = view[self._write(self.fd, view):]
+        self._written += len(head) + sum(v.nbytes for v in views)
+        for view in [memoryview(head), *views]:
+            while view:
+                view = view[self._write(self.fd, view):]
 
     def send_tensors(self, label: str, value: Any) -> None:
-        import torch
-
-        buf = io.BytesIO()
-        torch.save(value, buf)
-        self.send_bytes(label, buf.getvalue())
+        """A call record (`outputs.call_record`) as a `call_frames` payload: each tensor's memory written as it is."""
+        start = self._written + HEADER.size + len(label.encode("ascii"))
+        self.send_parts(label, self._encode(value, start))
 
     def send_result(self, result: dict[str, Any]) -> None:
         self.send_bytes(RESULT_LABEL, self._dumps(result, default=str).encode())
@@ -101,10 +109,8 @@ class Frames:
         return value if isinstance(value, dict) else {}
 
     def tensors(self, label: str) -> Any:
-        """The `torch.load(weights_only=True)` of one tensor frame (raises when absent or unreadable)."""
-        import torch
-
-        return torch.load(io.BytesIO(self.payloads[label]), weights_only=True)
+        """The call record of one tensor frame (`call_frames.decode`; raises when absent or unreadable)."""
+        return call_frames.decode(self.payloads[label])
 
     def report_only_problem(self) -> str:
         """The first protocol problem of a pipe that carries the final report alone (the compile child's)."""
@@ -160,7 +166,7 @@ def _parse_trailer(frames: Frames, data: memoryview, seq: int, label: str) -> No
         ok = magic == MAGIC and n == seq and label_len == len(label) and \
             data[start:start + label_len] == label.encode() and len(data) == start + label_len + size
     if ok:  # and a JSON object, as the harness writes it: a forged frame long enough to swallow the harness's
-        try:  # own frames (torch.save bytes) would not be one
+        try:  # own frames (tensor bytes) would not be one
             ok = isinstance(json.loads(bytes(data[start + label_len:])), dict)
         except ValueError:
             ok = False

@@ -19,6 +19,7 @@ from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.reference import Reference
 from kernelbench.harness.result import CORRECT, HARNESS_ERROR, INCORRECT, REJECTED, RUNTIME_ERROR, TIMEOUT
 from kernelbench.harness.staged import Staged, policy_of
+from kernelbench.tasks.task_file import inspect_source
 
 SIGNAL_NAMES = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 24: "SIGXCPU", 25: "SIGXFSZ"}
 
@@ -67,9 +68,20 @@ def _trim_tb(tb: str) -> str:
     return "\n".join(lines[-12:])
 
 
-def judge(res: protocol.RunResult, out: sandbox.ChildOutcome, policy: str, op_checks: bool) -> dict[str, str]:
-    """Dynamic checks from what the run child recorded: flag -> reason."""
+WEIGHTS_FLAG = "weights:state_dict"
+"""A task declaring `KEEP_STATE_DICT` and a candidate whose `state_dict` keys or shapes differ from the reference's:
+the user's trained weights could not be loaded into it (`agent.swap`), so it is rejected whatever its outputs."""
+
+
+def judge(res: protocol.RunResult, out: sandbox.ChildOutcome, policy: str, op_checks: bool,
+          keep_state_dict: bool = False) -> dict[str, str]:
+    """Dynamic checks from what the run child recorded: flag -> reason. `keep_state_dict`: the task declares
+    `KEEP_STATE_DICT`, read by the parent from the task's source (never from the child's word)."""
     found: dict[str, str] = {}
+    if keep_state_dict and not res.state_dict_checked:  # the reference's weights never reached the check
+        found["dynamic:harness_tampered"] = "the state_dict check was asked for and did not run"
+    if keep_state_dict and res.state_dict_mismatch:
+        found[WEIGHTS_FLAG] = f"ModelNew's state_dict differs from Model's: {res.state_dict_mismatch}"
     if res.timer_patched:
         found["dynamic:timer_patched"] = "replaced: " + ", ".join(res.timer_patched)[:600]
     if res.harness_tampered:
@@ -186,7 +198,8 @@ def verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, frames: r
         cand = _candidate_calls(frames, ref)
     except Exception as e:  # what the child sent is untrusted: unreadable means no result
         return RunVerdict(RUNTIME_ERROR, f"unreadable outputs from the run process: {type(e).__name__}", run_s=out.wall_s)
-    found = judge(res, out, policy_of(staged.task, config), config.op_checks)
+    found = judge(res, out, policy_of(staged.task, config), config.op_checks,
+                  inspect_source(staged.task.source).keep_state_dict)
     ran = code.judge(res, policy_of(staged.task, config), job.refuse_exec_memory) if code is not None else {}
     unsampled = ran.pop(code_check.UNSAMPLED, "")  # informational: `evaluate` adds the flag after the status
     found.update(ran)

@@ -31,6 +31,10 @@ class SourceFacts:
     """Empty when the file looks like a problem; otherwise what is wrong, e.g. `syntax error on line 3: ...`."""
     op_policy: str
     """The module constant `OP_POLICY` when set to a known policy, else empty."""
+    keep_state_dict: bool = False
+    """The module constant `KEEP_STATE_DICT = True` (a submodule extracted from a user's model, `agent.extract`):
+    the harness requires `ModelNew`'s `state_dict` keys and shapes to match `Model`'s and judges it with
+    `Model`'s weights loaded (docs/harness.md)."""
     input_configs: int = 1
     """Input configurations (`kernelbench.tasks.input_configs`): 1 plus the entries of a literal `INPUT_CONFIGS`
     list; 0 when `INPUT_CONFIGS` is computed (known only once the file is executed)."""
@@ -75,7 +79,12 @@ def inspect_source(source: str) -> SourceFacts:
     configs, problem = _count_configs(names.get("INPUT_CONFIGS"))
     if problem:
         issues.append(problem)
-    return SourceFacts(issue="; ".join(issues), op_policy=op_policy, input_configs=configs)
+    node = names.get("KEEP_STATE_DICT")
+    keep = isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is True
+    if node is not None and not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                                 and isinstance(node.value.value, bool)):
+        issues.append("KEEP_STATE_DICT must be True or False")
+    return SourceFacts(issue="; ".join(issues), op_policy=op_policy, input_configs=configs, keep_state_dict=keep)
 
 
 def _count_configs(node: ast.AST | None) -> tuple[int, str]:

@@ -6,14 +6,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy.random
 import torch
+
+_PCG64 = numpy.random.PCG64
+"""Captured at import, before any candidate code (the worker imports this module first): a candidate that
+rebinds `numpy.random.PCG64` afterwards does not choose its own timed inputs; and imported here, since a
+sandboxed child may no longer map a new library once the candidate is loaded."""
 
 SCALE_RANGE = (0.5, 2.0)
 """Range of the per-element factors of timed and check inputs (`kernelbench.harness.child.timing`'s docstring)."""
 
 
 def write_inputs(buffers: list[Any], values: list[Any]) -> list[Any]:
-    """THE way every candidate call's inputs arrive (DESIGN.md rule 8): one `copy_` per tensor into the reused
+    """THE way every candidate call's inputs arrive (DESIGN.md rule 8): one write per tensor into the reused
     buffers, whatever the call is (correctness, warm-up, timed, hidden check, verification). Returns the call's
     arguments: the buffers, and the set's own non-tensor values.
 
@@ -21,7 +27,8 @@ def write_inputs(buffers: list[Any], values: list[Any]) -> list[Any]:
     used to be written by four in-place ops (the version counter rose by 4), a check's by one `copy_` (by 1) and
     a correctness call's were fresh clones (version 0): `x._version` told a timed call from a judged one exactly,
     and a candidate skipped its work on the timed ones. Now the counter rises by one per call, the storage,
-    offset, strides and address are the block's, and the values are prepared beforehand in a separate tensor."""
+    offset, strides and address are the block's: here by a `copy_` of values prepared beforehand, for the
+    perturbed values of timed and check calls by the one `out=` op that computes them (`Perturbation.write`)."""
     args = []
     for buf, val in zip(buffers, values):
         if isinstance(buf, torch.Tensor) and isinstance(val, torch.Tensor):
@@ -30,14 +37,6 @@ def write_inputs(buffers: list[Any], values: list[Any]) -> list[Any]:
         else:
             args.append(val)
     return args
-
-
-def load_scaled(buffers: list[Any], values: list[Any], factor: float) -> list[Any]:
-    """One base set into the argument buffers, floating tensors multiplied by `factor` (1: exact copy)."""
-    if factor != 1.0:
-        values = [v * factor if isinstance(v, torch.Tensor) and (v.is_floating_point() or v.is_complex()) else v
-                  for v in values]
-    return write_inputs(buffers, values)
 
 
 def fits(buffers: list[Any], values: list[Any]) -> bool:
@@ -57,51 +56,80 @@ FACTOR_LEVELS = 256
 """Each element's factor is one of this many evenly spaced values in SCALE_RANGE (8 random bits)."""
 
 
-def _factors(like: torch.Tensor, generator: torch.Generator, device: Any) -> torch.Tensor:
-    """Element-wise factors in SCALE_RANGE (one of FACTOR_LEVELS levels, independent and uniform per element),
-    in `like`'s (real) dtype, on `device`.
+def _levels(like: torch.Tensor, seed: int, index: int) -> torch.Tensor:
+    """One uniform byte per element of `like`, shaped like it, on its device, from `seed` and the tensor's
+    position `index` in its set (the same bytes for the same pair on one device; equal tensors of one set
+    still get their own draws).
 
-    Why 8 bits per element: one float draw per element from a CPU generator (mt19937) cost ~40 ms per 4M
-    elements, about five times the ReLU it perturbs, twice per trial (both children) -- most of an evaluation's
-    wall time on CPU. Eight 64-bit draws' worth of bytes cost an eighth of that, and 256 independent levels per
-    element leave no cheaper route to a timed call's output than computing it: the caching attack needs one
-    factor shared by many elements. `random_` over the whole int64 range, so the top byte is uniform too."""
-    low, high = SCALE_RANGE
-    real = like.real.dtype if like.is_complex() else like.dtype
-    levels = _levels(like, generator).to(device=device)
-    return levels.to(dtype=real).mul_((high - low) / (FACTOR_LEVELS - 1)).add_(low)
-
-
-def _levels(like: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One uniform byte per element of `like`, shaped like it, on the generator's device."""
-    words = torch.empty((like.numel() + 7) // 8, dtype=torch.int64, device=generator.device)
-    words.random_(-(2 ** 63), 2 ** 63 - 1, generator=generator)
-    return words.view(torch.uint8)[:like.numel()].view(tuple(like.shape))
+    Why these generators: on the CPU the bytes of numpy's PCG64 (`random_raw`, eight per 64-bit word) cost
+    0.43 ms per 2M elements where torch's CPU generator (mt19937, `random_`) cost 0.96 ms, twice per trial
+    (both children); on a GPU torch's device generator draws them in place. Why 8 bits: `_factor_terms`."""
+    n = like.numel()
+    if like.device.type == "cpu":
+        words = _PCG64([int(seed), int(index)]).random_raw((n + 7) // 8)
+        return torch.from_numpy(words.view("u1")[:n]).view(tuple(like.shape))
+    generator = torch.Generator(device=like.device)
+    generator.manual_seed((int(seed) * 1_000_003 + int(index)) % 2 ** 63)
+    words = torch.empty((n + 7) // 8, dtype=torch.int64, device=like.device)
+    words.random_(-(2 ** 63), 2 ** 63 - 1, generator=generator)  # the whole range: the top byte is uniform too
+    return words.view(torch.uint8)[:n].view(tuple(like.shape))
 
 
-def perturbed(values: list[Any], generator: torch.Generator) -> list[Any]:
-    """One base set with every floating element multiplied by its own factor from `generator` (integer tensors
-    are indices and stay as they are), in fresh tensors. Positive factors keep each value's sign. The timed
-    calls and the hidden check calls both take their values from here: the same numbers for the same draws."""
-    out = []
-    for val in values:
-        if isinstance(val, torch.Tensor) and (val.is_floating_point() or val.is_complex()):
-            out.append(torch.mul(val, _factors(val, generator, val.device)))
-        else:
-            out.append(val)
-    return out
+def _is_scaled(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and (value.is_floating_point() or value.is_complex())
+
+
+class Perturbation:
+    """The perturbed values of one base set: every floating ELEMENT multiplied by its own factor, one of
+    FACTOR_LEVELS evenly spaced values in SCALE_RANGE drawn from a seed (integer tensors are indices and stay
+    as they are). Positive factors keep each value's sign.
+
+    Computed as `low * v + step * v * level` with `low * v` and `step * v` kept per base set, so a call costs
+    a byte draw, one cast and one `addcmul` (0.43 + 0.43 + 1.2 ms per 2M elements on a 2-core VM, where
+    drawing factors, scaling them and multiplying took 3.5 ms).
+
+    Why 8 bits per element: one float draw per element cost five times the ReLU it perturbs; 256 independent
+    levels per element leave no cheaper route to a call's output than computing it: the caching attack needs
+    one factor shared by many elements (`kernelbench.harness.child.timing`'s docstring)."""
+
+    def __init__(self, values: list[Any]):
+        low, high = SCALE_RANGE
+        step = (high - low) / (FACTOR_LEVELS - 1)
+        self.values = values
+        self.terms = [(torch.mul(v, low), torch.mul(v, step)) if _is_scaled(v) else None for v in values]
+
+    def _scaled(self, i: int, seed: int, out: torch.Tensor | None) -> torch.Tensor:
+        base_low, base_step = self.terms[i]
+        real = base_low.real.dtype if base_low.is_complex() else base_low.dtype
+        levels = _levels(base_low, seed, i).to(dtype=real)
+        return torch.addcmul(base_low, base_step, levels, out=out) if out is not None else torch.addcmul(base_low, base_step, levels)
+
+    def fresh(self, seed: int) -> list[Any]:
+        """The values for `seed`, in fresh tensors (integer tensors cloned)."""
+        return [self._scaled(i, seed, None) if t is not None else (v.clone() if isinstance(v, torch.Tensor) else v)
+                for i, (v, t) in enumerate(zip(self.values, self.terms))]
+
+    def write(self, buffers: list[Any], seed: int) -> list[Any]:
+        """The values for `seed` written into `buffers`, one write per tensor as `write_inputs` does (the
+        floating ones by the `addcmul` that computes them, `out=` the buffer: its version counter rises by
+        one, as a `copy_`'s does); returns the call's arguments."""
+        args = []
+        for i, (buf, val, t) in enumerate(zip(buffers, self.values, self.terms)):
+            if t is not None and isinstance(buf, torch.Tensor):
+                args.append(self._scaled(i, seed, buf))
+            elif isinstance(buf, torch.Tensor) and isinstance(val, torch.Tensor):
+                buf.copy_(val)
+                args.append(buf)
+            else:
+                args.append(val)
+        return args
 
 
 def check_inputs(values: list[Any], seed: int) -> list[Any]:
-    """The inputs of a timed or hidden check call on base set `values` from `seed`: the factors from a
-    generator on the set's device seeded with `seed` (the same numbers for the same seed on one device:
-    the reference child makes a check's inputs as the run child does, and sends their digests to the parent,
-    `compare.inputs_match`), in fresh tensors (integer tensors cloned)."""
-    device = next((v.device for v in values if isinstance(v, torch.Tensor)), torch.device("cpu"))
-    generator = torch.Generator(device=device)
-    generator.manual_seed(int(seed))
-    return [v.clone() if isinstance(v, torch.Tensor) and not (v.is_floating_point() or v.is_complex()) else v
-            for v in perturbed(values, generator)]
+    """The inputs of a timed or hidden check call on base set `values` from `seed` (`Perturbation`), in fresh
+    tensors: the same numbers for the same seed on one device, so the reference child makes a check's inputs
+    as the run child does and sends their digests to the parent (`compare.inputs_match`)."""
+    return Perturbation(values).fresh(seed)
 
 
 def fresh_buffers(values: list[Any]) -> list[Any]:

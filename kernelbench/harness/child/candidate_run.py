@@ -104,6 +104,7 @@ class RunState:
         self.kernel_calls = -1
         self.call_windows_ns: list[tuple[int, int]] = []
         self.op_windows_ns: list[tuple[int, int, int]] = []
+        self.state_dict_checked, self.state_dict_mismatch = False, ""
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,9 @@ class Tools:
     compiled_functions: Callable[[], Any]
     refuse_tasks: Callable[[bool], dict[str, bool]]
     channel: timing.Channel | None
+    state_dict: Callable[..., Any]
+    load_state_dict: Callable[..., Any]
+    """`torch.nn.Module`'s own, unbound: a `ModelNew` overriding either is still read and loaded by these."""
 
 
 def run_candidate(job: protocol.RunJob, scratch: str,
@@ -203,7 +207,8 @@ def _install(job: protocol.RunJob, scratch: str, reporter: report.Reporter) -> t
                   timers_intact=timing.timers_intact, no_grad=torch.no_grad, call=checks.call, checks=checks,
                   write=timing.write_inputs, fits=timing.fits, fresh=timing.fresh_buffers,
                   compiled_functions=kernel_calls.compiled_functions, refuse_tasks=spawn_guard.refuse_new_tasks,
-                  channel=timing.Channel(paired.read_fd, paired.write_fd) if paired else None)
+                  channel=timing.Channel(paired.read_fd, paired.write_fd) if paired else None,
+                  state_dict=torch.nn.Module.state_dict, load_state_dict=torch.nn.Module.load_state_dict)
     return tools, data, state, profile_error
 
 
@@ -218,6 +223,7 @@ def _init(tools: Tools, job: protocol.RunJob, data: dict[str, Any], state: RunSt
     device = job.setup.device
     tools.torch.manual_seed(job.setup.init_seed)
     model = module.ModelNew(*data["init_inputs"]).to(device)
+    _weights(tools, data, state, model)
     tools.sync(device)
     tools.checkpoint("init")
     if job.triton and device == "cuda":
@@ -239,6 +245,30 @@ def _init(tools: Tools, job: protocol.RunJob, data: dict[str, Any], state: RunSt
     # child's verdict is thrown away)
     state.new_tasks_refused = tools.refusal(**tools.refuse_tasks(job.refuse_exec_memory)) if job.setup.profile != "ncu" else None
     return model
+
+
+def _weights(tools: Tools, data: dict[str, Any], state: RunState, model: Any) -> None:
+    """A task declaring `KEEP_STATE_DICT` (an extracted submodule, `agent.extract`): the candidate must hold the
+    reference's parameter and buffer names and shapes, so that trained weights can be loaded into it later
+    (`agent.swap`); when it does, the reference's weights are loaded into it here, so its outputs are judged with
+    the reference's weights. A mismatch is reported (the parent rejects it) and nothing is loaded.
+    What a candidate could fake: a `state_dict` hook that shows matching keys it does not use. That only keeps a
+    verdict it earns on outputs (computed with whatever weights it really uses); it never turns wrong outputs
+    into `correct`, and `agent.swap` loads the weights strictly and compares the whole model's outputs again."""
+    want = data.get("state_dict")
+    if want is None:
+        return
+    state.state_dict_checked = True
+    got = {k: tuple(v.shape) for k, v in tools.state_dict(model).items()}
+    shapes = {k: tuple(v.shape) for k, v in want.items()}
+    missing, extra = sorted(set(shapes) - set(got)), sorted(set(got) - set(shapes))
+    wrong = sorted(k for k in set(got) & set(shapes) if got[k] != shapes[k])
+    if missing or extra or wrong:
+        parts = ([f"missing {', '.join(missing)}"] if missing else []) + ([f"unexpected {', '.join(extra)}"] if extra else []) \
+            + [f"{k} has shape {list(got[k])}, expected {list(shapes[k])}" for k in wrong]
+        state.state_dict_mismatch = "; ".join(parts)[:600]
+        return
+    tools.load_state_dict(model, want, strict=True)
 
 
 def _correctness(tools: Tools, job: protocol.RunJob, data: dict[str, Any], state: RunState, model: Any) -> None:
@@ -324,4 +354,5 @@ def _result(state: RunState, traced: bool) -> protocol.RunResult:
         os_threads_after=state.os_threads_after, new_tasks_refused=state.new_tasks_refused,
         checks_installed=("kernel_calls", "op_policy") if traced else ("kernel_calls",), timing=state.timing,
         timing_blocks=state.timing_blocks, call_windows_ns=tuple(state.call_windows_ns),
-        op_windows_ns=tuple(state.op_windows_ns))
+        op_windows_ns=tuple(state.op_windows_ns), state_dict_checked=state.state_dict_checked,
+        state_dict_mismatch=state.state_dict_mismatch)

@@ -4,7 +4,6 @@ metadata, and the record of a call the parent judges (the output and the argumen
 from __future__ import annotations
 
 import hashlib
-import io
 from typing import Any
 
 
@@ -51,20 +50,19 @@ def sync(device: str) -> None:
 
 def call_record(out: Any, args: list[Any]) -> dict[str, Any]:
     """What the parent judges of one call: the output as plain dense tensors and the arguments after the call
-    (`protocol.CallRecord`'s fields; a plain dict, since `torch.load(weights_only=True)` reads no class)."""
+    (`protocol.CallRecord`'s fields; a plain dict, the shape `call_frames` encodes)."""
     import torch
 
     return {"outputs": flatten_output(out)[1],
             "inputs_after": [flatten_output(a)[1][0] if isinstance(a, torch.Tensor) else None for a in args]}
 
 
-def report_value(out: Any, buffers: list[Any]) -> bytes:
-    """The bytes the run child sends for one call (`report.Reporter.send_tensors` writes the same)."""
-    import torch
+def report_value(out: Any, buffers: list[Any]) -> list[Any]:
+    """The payload the run child sends for one call, as the buffers `report.Reporter.send_parts` writes
+    (`report.Reporter.send_tensors` writes the same)."""
+    from kernelbench.harness import call_frames
 
-    buf = io.BytesIO()
-    torch.save(call_record(out, buffers), buf)
-    return buf.getvalue()
+    return call_frames.encode(call_record(out, buffers))
 
 
 def tensor_digest(t: Any) -> str:

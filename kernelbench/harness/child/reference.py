@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from kernelbench.harness import protocol
 from kernelbench.harness.child import profiled_call, timing
-from kernelbench.harness.child.outputs import flatten_output, input_digests, report_value, sync
+from kernelbench.harness.child.outputs import call_record, flatten_output, input_digests, report_value, sync
 
 
 def full_precision() -> None:
@@ -41,7 +41,7 @@ def sink(job: protocol.ReferenceJob) -> Callable[[str, Any, list[Any]], None]:
     from kernelbench.harness import report
 
     out = report.Reporter(job.discard_fd)
-    return lambda label, value, buffers: out.send_bytes("verify/0", report_value(value, buffers))
+    return lambda label, value, buffers: out.send_tensors("verify/0", call_record(value, buffers))
 
 
 def run_reference(job: protocol.ReferenceJob, scratch: str, reporter: Any = None) -> tuple[protocol.ReferenceResult, None]:
@@ -71,7 +71,7 @@ def run_reference(job: protocol.ReferenceJob, scratch: str, reporter: Any = None
     if given is not None:
         sets, timing_sets, set_configs = given["sets"], given["timing_sets"], []
     else:
-        sets, timing_sets, set_configs = _make_inputs(problem, seeds, setup, scratch, init_inputs)
+        sets, timing_sets, set_configs = _make_inputs(problem, seeds, setup, scratch, init_inputs, model)
     if job.paired is not None:  # the run child, started beside this one, waits for these (kernelbench.harness.paired)
         timing.Channel(job.paired.read_fd, job.paired.write_fd).send(timing.INPUTS_READY)
     timed = [to_device(s, device) for s in timing_sets]
@@ -97,9 +97,11 @@ def run_reference(job: protocol.ReferenceJob, scratch: str, reporter: Any = None
 
 
 def _make_inputs(problem: Any, seeds: Any, setup: protocol.Setup, scratch: str,
-                 init_inputs: list[Any]) -> tuple[list[Any], list[Any], list[int]]:
+                 init_inputs: list[Any], model: Any) -> tuple[list[Any], list[Any], list[int]]:
     """The input sets (every configuration's), the timing sets and each set's configuration, drawn from the
-    seeds and written to `inputs.pt`."""
+    seeds and written to `inputs.pt`; with them, for a task declaring `KEEP_STATE_DICT`, the reference's
+    `state_dict` (on the CPU), which the run child checks the candidate's against and loads into it
+    (`candidate_run._weights`)."""
     import torch
 
     from kernelbench.harness.child.inputs import clone_args, make_input_sets, make_timing_sets
@@ -113,7 +115,10 @@ def _make_inputs(problem: Any, seeds: Any, setup: protocol.Setup, scratch: str,
     # configurations' sets follow the first's in `sets`, so the run child treats them alike
     more_sets, owners = make_config_sets(problem.configs, seeds)
     set_configs, sets = [0] * len(sets) + owners, sets + more_sets
-    torch.save({"init_inputs": init_inputs, "sets": sets, "timing_sets": timing_sets}, os.path.join(scratch, "inputs.pt"))
+    weights = {k: v.detach().to("cpu").clone() for k, v in model.state_dict().items()} \
+        if getattr(problem.module, "KEEP_STATE_DICT", False) is True else None
+    torch.save({"init_inputs": init_inputs, "sets": sets, "timing_sets": timing_sets, "state_dict": weights},
+               os.path.join(scratch, "inputs.pt"))
     return sets, timing_sets, set_configs
 
 

@@ -14,9 +14,9 @@ timing base sets are their own draws of `get_inputs()` from secret seeds (`input
 correctness set; they rotate through one set of argument buffers (allocated afresh for every block), and
 before each call, outside the timed window, the base set with every floating ELEMENT multiplied by its own
 factor drawn uniformly from 256 levels in [0.5, 2] (integer tensors are indices and stay as they are),
-prepared in a separate tensor, is written in by one `copy_` (`call_inputs.write_inputs`: the one write path
-of every candidate call, so no tensor metadata tells a timed call from a judged one), the factors from a
-generator seeded from the OS's entropy and dropped after the load. Positive factors keep each value's sign,
+is written in by the one op that computes it (`call_inputs.Perturbation.write`; every other call's values by one
+`copy_`, `call_inputs.write_inputs`: one write per tensor, so no tensor metadata tells a timed call from a
+judged one), the factors from a generator seeded from the OS's entropy. Positive factors keep each value's sign,
 so domains such as `log` and `sqrt` stay valid. Why element-wise: with one factor per call a timed input was
 a scalar multiple of a set the candidate had seen, and a task whose first stage is linear could cache that
 stage per set and scale it (111x "speedup", correct); a value-keyed cache never hits either (180x on a naive
@@ -42,9 +42,8 @@ from typing import Any, Callable, NamedTuple
 import torch
 
 from kernelbench.harness.protocol import CHECK_POOL_FACTOR
-from kernelbench.harness.child.call_inputs import (FACTOR_LEVELS, SCALE_RANGE, _factors, _levels, check_inputs,  # noqa: F401
-                                                   fits, fresh_buffers, load_scaled, perturbed,
-                                                   write_inputs)
+from kernelbench.harness.child.call_inputs import (FACTOR_LEVELS, SCALE_RANGE, Perturbation, check_inputs,  # noqa: F401
+                                                   fits, fresh_buffers, write_inputs)
 
 
 class Timers(NamedTuple):
@@ -134,6 +133,7 @@ class Measurement:
         self.fn, self.arg_sets, self.device, self.emit = fn, arg_sets, device, emit
         self.cuda = device == "cuda"
         self.buffers = fresh_buffers(arg_sets[0])
+        self.perturbations = [Perturbation(s) for s in arg_sets]
         self.flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.float32, device="cuda") if self.cuda else None
         self.calls = 0
         self.times_ms: list[float] = []
@@ -160,7 +160,7 @@ class Measurement:
         measures. That a candidate can tell a check happened after the fact (the copy takes time) gives it
         nothing: each trial is preceded by a check independently (`place_checks`)."""
         k, seed = self.checks[j]
-        args = self._inputs(self.arg_sets[k % len(self.arg_sets)], seed)
+        args = self._inputs(k % len(self.arg_sets), seed)
         out = self.fn(*args)
         if self.cuda:
             self.t.synchronize()
@@ -176,17 +176,17 @@ class Measurement:
         for label, out, buffers in held:
             self.emit(label, out, buffers)
 
-    def _inputs(self, base: list[Any], seed: int) -> list[Any]:
-        """A call's arguments, in the buffers: base set `base` perturbed from `seed` (`check_inputs`), written
-        by one `copy_`. Timed and check calls both come here, so the time before a call (preparing its
-        values) cannot tell them apart: a check's values used to come from a CPU generator and a timed call's
+    def _inputs(self, k: int, seed: int) -> list[Any]:
+        """A call's arguments, in the buffers: base set `k` perturbed from `seed` (`Perturbation.write`, the
+        values `check_inputs` makes), one write per tensor. Timed and check calls both come here, so the time
+        before a call (preparing its values) cannot tell them apart: a check's values used to come from a CPU generator and a timed call's
         from one on the device, which on CUDA made a check's preparation the slower by a host-to-device copy."""
-        return write_inputs(self.buffers, check_inputs(base, seed))
+        return self.perturbations[k].write(self.buffers, seed)
 
     def _load_next(self) -> list[Any]:
         """The next timed call's arguments: freshly perturbed values of the next base set from a seed drawn
         from the OS's entropy (`_inputs`)."""
-        args = self._inputs(self.arg_sets[self.calls % len(self.arg_sets)], self.t.entropy(62))
+        args = self._inputs(self.calls % len(self.arg_sets), self.t.entropy(62))
         self.calls += 1
         return args
 
