@@ -54,6 +54,9 @@ class SFTConfig:
     """Tiny Qwen3 MLP width."""
     tiny_vocab_size: int = 2048
     """Byte-level BPE vocabulary trained on the warm-start texts."""
+    tiny_merge_across_words: bool = False
+    """Tokens may span words (train/tiny_model.py `TinyModelConfig.merge_across_words`): with data that
+    repeats a few answers, each answer becomes a handful of tokens and its first token already picks it."""
     data: str = "solutions"
     """`solutions` (reference solutions formatted as agent turns), `family:NAME` (a task family's first and
     second turns: train/family_examples.py) or a trajectories.jsonl of earlier runs."""

@@ -7,9 +7,10 @@ Second turns: the turn-2 prompt after either first answer, carrying that answer'
 feedback text in the harness's own format (`kernelbench.harness.feedback.render` and the roofline line) with
 a speedup drawn from the fast or the slow regime; each such context is answered once with `rows` and once
 with `columns`, so the warm start is neutral (50/50) on the second choice whatever the feedback says. The
-second answer's summary opens by restating the speedup it was shown ("Attempt 1 ran at 0.132x."), copied
-character for character: the warm start learns to read the feedback's number into its own words, and RL
-then has to learn which kernel that number calls for (the choice is the next word).
+second answer's summary opens by restating the feedback as a category, the first answer's name and whether
+it ran faster than eager ("Row walk ran slow."), then names its own kernel ("Column walk."): the warm start
+learns to read the feedback's speedup into a word, never which kernel that word calls for, and RL then has
+an adjacent association to learn (the choice is the next word after the category).
 
 The speedups are drawn, not measured (a warm start must not depend on one machine's timings, and its cache
 key on its examples' text would change with every measurement); RL and the probes see the harness's real
@@ -23,12 +24,18 @@ from typing import Any
 
 from agent.prompts import Attempt, build_messages
 
-FAST_SPEEDUPS = (1.1, 2.4)
-"""Range of the fast regime's drawn speedups (the `rows` kernel on a row-major input measured 1.5-2.1x)."""
-SLOW_SPEEDUPS = (0.04, 0.3)
-"""Range of the slow regime's (strided walks measured 0.06-0.2x)."""
+FAST_SPEEDUPS = (0.6, 4.0)
+"""Range of the fast regime's drawn speedups (a sequential walk measured 0.8-7x on a loaded 2-core machine)."""
+SLOW_SPEEDUPS = (0.03, 0.3)
+"""Range of the slow regime's (strided walks measured 0.04-0.2x)."""
+FAST_AT = 0.5
+"""The speedup from which a second answer's summary calls the first one `fast`: between the two regimes, not
+at 1, since a sequential walk measured below eager on a loaded machine is still the fast kernel."""
 REFINE_ANSWERS = ("rows", "columns")
 """The second answers every second-turn context gets, once each."""
+REFINE_CONTEXTS = ((("rows", True), ("rows", False)) * 3) + (("crossed", False),)
+"""Second-turn contexts per training task: (first answer, fast regime). Mostly after `rows`, whose feedback
+tells the layout apart, so the category is learned from both regimes; `crossed` is slow on every layout."""
 
 
 def drawn_feedback(rng: random.Random, fast: bool) -> tuple[str, float]:
@@ -45,9 +52,10 @@ def drawn_feedback(rng: random.Random, fast: bool) -> tuple[str, float]:
     return text, speedup
 
 
-def restated(speedup: float) -> str:
-    """How a second answer's summary opens: the speedup exactly as the feedback prints it (`{:.3g}`)."""
-    return f"Attempt 1 ran at {speedup:.3g}x."
+def restated(first_summary: str, speedup: float) -> str:
+    """How a second answer's summary opens: the first answer's name and the feedback's speedup as a word
+    (`fast` from `FAST_AT`, `slow` below)."""
+    return f"{first_summary.rstrip('.')} ran {'fast' if speedup >= FAST_AT else 'slow'}."
 
 
 def family_examples(config: Any, example_cls: Any) -> list[Any]:
@@ -71,14 +79,13 @@ def family_examples(config: Any, example_cls: Any) -> list[Any]:
         first = build_messages(task.shown_source, [], settings)
         out.append(example_cls(task.id, "cpu", first, answers["rows"]))
         out += [example_cls(task.id, "cpu_slow", first, answers["crossed"])] * config.slow_copies
-        for turn1, regimes in (("rows", (True, False)), ("crossed", (False, False))):
-            for fast in regimes:
-                text, speedup = drawn_feedback(rng, fast)
-                attempt = Attempt(code=codes[turn1], summary=solution_summary(sources[turn1], compact),
-                                  status="correct", feedback=text)
-                prompt = build_messages(task.shown_source, [attempt], settings)
-                for name in REFINE_ANSWERS:
-                    summary = f"{restated(speedup)} {solution_summary(sources[name], compact)}."
-                    answer = f"<summary>{summary}</summary>\n\n```python\n{codes[name]}\n```"
-                    out.append(example_cls(task.id, f"refine:{turn1}->{name}", prompt, answer))
+        for turn1, fast in REFINE_CONTEXTS:
+            text, speedup = drawn_feedback(rng, fast)
+            first_summary = solution_summary(sources[turn1], compact)
+            attempt = Attempt(code=codes[turn1], summary=first_summary, status="correct", feedback=text)
+            prompt = build_messages(task.shown_source, [attempt], settings)
+            for name in REFINE_ANSWERS:
+                summary = f"{restated(first_summary, speedup)} {solution_summary(sources[name], compact)}"
+                answer = f"<summary>{summary}</summary>\n\n```python\n{codes[name]}\n```"
+                out.append(example_cls(task.id, f"refine:{turn1}->{name}", prompt, answer))
     return out

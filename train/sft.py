@@ -134,7 +134,7 @@ def build_model(config: SFTConfig, examples: list[Example]) -> tuple[Any, Any]:
     shape = TinyModelConfig(vocab_size=config.tiny_vocab_size, hidden_size=config.tiny_hidden_size,
                             num_layers=config.tiny_layers, num_heads=config.tiny_heads,
                             num_kv_heads=config.tiny_kv_heads, intermediate_size=config.tiny_intermediate_size,
-                            seed=config.seed)
+                            seed=config.seed, merge_across_words=config.tiny_merge_across_words)
     return build_tiny(texts, shape)
 
 
