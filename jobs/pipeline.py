@@ -1,15 +1,14 @@
-"""The cpu-tiny end to end: SFT warm start → multi-turn RL with the real harness → held-out bench → report.
+"""The cpu-tiny end to end: SFT warm start → multi-turn RL with the real harness → probes → report.
 
     kernel-agent train --preset cpu-tiny --pipeline --out runs/cpu-tiny      (or scripts/demo.sh)
 
-A tiny Qwen3 is warm-started on the reference solutions of a few built-in CPU tasks, two of which have a
-faster (`cpu/`) and a slower (`cpu_slow/`) correct solution, until it reproduces them; it then starts
-between the two kernels, in the proportion the data gives them (`slow_copies`). RL with the harness scoring
-speed should move it toward the faster one.
-That is measured, not assumed: the report shows the reward curve of every step, and a probe that samples
-each training task before and after RL and counts answers identical to the fast solution, the slow
-solution (up to the extension's name), or neither. The held-out bench runs through `evals` (the tiny model has never seen those tasks,
-so it is expected to solve none of them: the bench shows the plumbing, not generalisation).
+A tiny Qwen3 is warm-started on a task family's training tasks (`family:affine`, train/family_examples.py):
+first answers mostly the slow kernel, second answers that restate the feedback's verdict and then pick either
+kernel, 50/50. RL with two turns and the harness scoring speed should make it answer the fast kernel first
+and pick its second answer by what the feedback said. That is measured, not assumed: probes on the family's
+held-out tasks before and after RL (jobs/probes.py: `fast_share` of first answers, `refine_share` of second
+answers given real feedback), the reward and per-turn curves of every step, one trajectory in full. A
+held-out bench through `evals` runs too when the preset names `bench_tasks`.
 
 It spans training and benchmarking, so it sits above both `train/` and `evals/` (neither imports the other).
 """
@@ -188,7 +187,9 @@ def run_pipeline(preset: str, out: str, steps: int | None = None, say=print, see
     after = run_probes(result.final_dir, pipe, config, probe_ids, contexts, compact, say=say)
     walls["probe_after_s"] = after["wall_s"]
     t = time.perf_counter()
-    bench: dict[str, Any] = {"source": "skipped", "error": "no bench_tasks in the preset"}
+    bench: dict[str, Any] = {"source": "skipped", "error": "the preset names no `bench_tasks`; the probes above are "
+                             "its held-out measurement (the bench runner takes built-in and KernelBench tasks, "
+                             "not a task family's, and asks in the full prompt style)"}
     if pipe.bench_tasks:
         try:
             bench = held_out_bench(pipe, config, result.final_dir, os.path.join(out, "bench"), say=say)

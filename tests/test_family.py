@@ -115,3 +115,37 @@ def test_the_bars():
     got = learned({"fast_share": 0.2, "refine_share": 0.65}, {"fast_share": 0.7, "refine_share": 0.9})
     assert got == {"first_answers": True, "refinement": False, "both": False}
     assert not learned({"fast_share": 0.4}, {"fast_share": 0.9})["first_answers"]
+
+
+
+def test_the_prebuild_measures_a_known_answer_once_more_after_a_rejection_on_timing_noise(monkeypatch):
+    """A loaded machine can disturb the paired timing of a known-good answer: one more measurement, logged;
+    a second rejection stands (and stops the run), and a rejection for anything else gets no retry."""
+    from types import SimpleNamespace
+
+    from jobs import pipeline
+    from kernelbench.executors.evaluator import HarnessBroken
+    from kernelbench.harness import evaluate as evaluate_module
+    from train.config import TrainConfig
+
+    def verdicts(*flag_sets):
+        queue = list(flag_sets)
+
+        def fake(task, code, config):
+            flags = queue.pop(0)
+            return SimpleNamespace(status="rejected" if flags else "correct", flags=tuple(flags), speedup=2.0,
+                                   score=2.3, runtime_ms=1.0, feedback="status: ...")
+        return fake
+
+    job = [("affine/24", "rows", "code")]
+    lines: list[str] = []
+    monkeypatch.setattr(evaluate_module, "evaluate", verdicts(["timing_inconsistent"], []))
+    got = pipeline.prebuild(TrainConfig(), job, say=lines.append)["affine/24:rows"]
+    assert got["status"] == "correct" and got["retried_after"] == "timing_inconsistent"
+    assert any("measuring once more" in line for line in lines)
+    monkeypatch.setattr(evaluate_module, "evaluate", verdicts(["timing_inconsistent"], ["timing_inconsistent"]))
+    twice = pipeline.prebuild(TrainConfig(), job, say=lines.append)
+    with pytest.raises(HarnessBroken):
+        pipeline._check_prebuild(twice, "out")
+    monkeypatch.setattr(evaluate_module, "evaluate", verdicts(["timing_inconsistent", "wrong_output"]))
+    assert pipeline.prebuild(TrainConfig(), job, say=lines.append)["affine/24:rows"]["retried_after"] == ""
