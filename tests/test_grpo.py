@@ -258,6 +258,36 @@ def test_reusing_evaluator_measures_again_after_a_rejection_on_timing_noise():
     assert inner.calls == ["noisy", "noisy", "cheat"] and (ev.reused, ev.remeasured) == (2, 1)
 
 
+def test_reusing_evaluator_with_retries_measures_a_noisy_rejection_again_before_any_sample_gets_it():
+    """`noisy_retries`: a rejection on timing noise alone is measured again at once, so no sample of the text
+    (the first included) is scored by it; a second noisy rejection past the retries stands."""
+    from concurrent.futures import Future
+
+    from kernelbench.harness.result import EvalResult
+    from kernelbench.tasks.task import Task
+    from train.rollout import ReusingEvaluator
+
+    noisy = EvalResult(status="rejected", flags=("timing_inconsistent",))
+    verdicts = {"once": [noisy, EvalResult(status="correct")], "twice": [noisy, noisy, EvalResult(status="correct")]}
+
+    class Scripted:
+        def __init__(self):
+            self.calls = []
+
+        def submit(self, task, src, group=""):
+            self.calls.append(src)
+            f = Future()
+            f.set_result(verdicts[src][self.calls.count(src) - 1])
+            return f
+
+    inner = Scripted()
+    ev = ReusingEvaluator(inner, noisy_retries=1)
+    t = Task(id="L1/a", level=1, name="a", origin="builtin", source="x")
+    assert [ev.submit(t, "once").result().status for _ in range(3)] == ["correct"] * 3
+    assert ev.submit(t, "twice").result().status == "rejected"
+    assert inner.calls == ["once", "once", "twice", "twice"] and ev.remeasured == 2
+
+
 @pytest.mark.slow
 def test_two_step_run_with_the_real_harness(tmp_path, build_cache_dir):
     """Two steps of the cpu-tiny recipe through the real harness and a freshly built tiny policy."""

@@ -246,6 +246,11 @@ class TrainConfig:
     correctness and timing trials) costs seconds, and measuring an identical text again only redraws
     timing noise. The first evaluation of each text is complete (correctness, policy checks, timing). A text
     rejected on timing noise alone (`train/rollout.NOISY_FLAGS`) is measured again when it comes back."""
+    noisy_retries: int = 0
+    """With `reuse_identical_results`: a text rejected on timing noise alone is measured up to this many more
+    times at once, before any sample gets the verdict (0: it waits for the text to come back). cpu-tiny: 1;
+    on its loaded 2 cores the fast kernel was once rejected `timing_inconsistent` on its first two visits, its
+    six samples scored 0 below the slow kernel's 0.4, and RL turned away from it."""
     streaming_turns: bool = True
     """A trajectory's next turn is generated as soon as its own verdict is back, in a policy call with whatever
     other prompts are ready then (`agent.episode.EpisodeRunner`): one slow compile holds only its own

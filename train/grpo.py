@@ -90,7 +90,7 @@ def make_harness_rollout(config: TrainConfig, out_dir: str, rank: int = 0):
 
     evaluator = make_evaluator(config.eval, config.executor)
     if config.reuse_identical_results:
-        evaluator = ReusingEvaluator(evaluator)
+        evaluator = ReusingEvaluator(evaluator, noisy_retries=config.noisy_retries)
     return HarnessRollout(evaluator=evaluator, trajectories=config.trajectories, turns=config.turns,
                           sampling=config.sampling, prompt_settings=config.prompt,
                           log_dir=os.path.join(out_dir, "trajectories"), score=scoring_of(config).score, rank=rank,
