@@ -162,7 +162,7 @@ def test_presets_nest_the_shared_settings_and_old_flat_names_fail(tmp_path):
     new place; a nested `device` that differs from the config's own is refused; flags set nested fields."""
     cfg = load_config(TrainConfig, "cpu-tiny", "train")
     assert (cfg.sampling.max_tokens, cfg.prompt.style, cfg.eval.timing_trials, cfg.executor.compile_workers) == \
-        (512, "compact", 20, 1)
+        (512, "compact", 12, 1)
     assert cfg.eval.device == cfg.prompt.device == cfg.device == "cpu"
     assert from_dict(TrainConfig, to_dict(cfg)) == cfg  # config.json reads back as the same config
     old = tmp_path / "old.yaml"
