@@ -296,7 +296,7 @@ class EpisodeRunner:
         return [ready.popleft() for _ in range(n)]
 
     def _generate(self, batch: list[_Slot], state: _Run) -> None:
-        prompts = [build_messages(s.group.task.source, [t.attempt() for t in s.turns], self.prompt_settings,
+        prompts = [build_messages(s.group.task.shown_source, [t.attempt() for t in s.turns], self.prompt_settings,
                                   self.count_tokens) for s in batch]
         seeds = tuple(self.prompt_seed(s.group.ordinal, s.index, len(s.turns)) for s in batch)
         # `seed` too: a backend that reads only `seed + i` still gets seeds that differ from call to call.

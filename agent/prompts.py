@@ -272,11 +272,13 @@ Write ModelNew with @triton.jit kernels (masked tl.load/tl.store) for {hardware}
 ```python
 {task_source}
 ```"""
+# The model's own summary, its code, then what the harness found: the feedback last, nearest the next answer.
 COMPACT_ATTEMPT_TEMPLATE = """\
-Attempt {number} ({status}): {feedback}
+Attempt {number}, your summary: {summary}
 ```python
 {code}
-```"""
+```
+Harness: {feedback}"""
 COMPACT_RESTART = "Write a complete new solution: fix what failed, or make a correct one faster."
 
 RESTART = (
@@ -314,7 +316,7 @@ class PromptSettings:
     style: str = "full"
     """`full`: system message, rules, answer format and a worked example (~1,000 tokens before the task).
     `compact`: no system message, the task source and one line of instructions, earlier attempts as
-    status + feedback + code only. For tiny models that must memorise their answers on a CPU: the full
+    the model's summary, the code and the harness's feedback only. For tiny models that must memorise their answers on a CPU: the full
     turn-1 prompt made warm-start examples ~1,700 tokens, most of them the worked example (measured)."""
 
 
@@ -400,7 +402,8 @@ def _compact_messages(task_source: str, attempts: Sequence[Attempt], settings: P
     head = compact_task_message(task_source, settings)
     if not attempts:
         return [{"role": "user", "content": head}]
-    blocks = [COMPACT_ATTEMPT_TEMPLATE.format(number=i + 1, status=a.status, feedback=a.feedback.strip() or "-",
+    blocks = [COMPACT_ATTEMPT_TEMPLATE.format(number=i + 1, summary=a.summary.strip() or NO_SUMMARY,
+                                              feedback=a.feedback.strip() or f"status: {a.status}",
                                               code=a.code.strip() or NO_CODE) for i, a in enumerate(attempts)]
     first = len(blocks) - 1
     used = count(head) + count(COMPACT_RESTART) + count(blocks[first]) + 8

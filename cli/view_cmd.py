@@ -17,7 +17,7 @@ import os
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("view", help="one self-contained HTML page to read a run's trajectories",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("run_dir", metavar="RUN_DIR", help="a bench, optimize or train output folder")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="a bench, optimize, train or train --pipeline output folder")
     p.add_argument("--out", default="", help="HTML file to write (default RUN_DIR/view.html)")
 
 

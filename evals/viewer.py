@@ -192,6 +192,14 @@ def _headline(metrics: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def _pipeline_headline(summary: dict[str, Any]) -> list[list[str]]:
+    """The pipeline's probes (held-out tasks, before → after RL) and its wall time, for the page's header."""
+    before, after = summary.get("probe_before", {}), summary.get("probe_after", {})
+    rows = [[key, f"{before[key]:.2f} → {after[key]:.2f}"] for key in ("fast_share", "refine_share")
+            if key in before and key in after]
+    return rows + [["wall", f"{summary.get('wall_s', 0):.0f} s"]]
+
+
 def load_run(run_dir: str) -> dict[str, Any]:
     """Everything the page shows, as one JSON-able dict; raises ViewError when RUN_DIR holds no known run."""
     if not os.path.isdir(run_dir):
@@ -199,6 +207,10 @@ def load_run(run_dir: str) -> dict[str, Any]:
     config = _read_json(os.path.join(run_dir, "config.json"))
     metrics = _read_json(os.path.join(run_dir, "metrics.json"))
     steps = sorted(glob.glob(os.path.join(run_dir, "trajectories", "step_*.jsonl")))
+    pipeline = _read_json(os.path.join(run_dir, "summary.json"))
+    rl_steps = sorted(glob.glob(os.path.join(run_dir, "rl", "trajectories", "step_*.jsonl")))
+    if pipeline and rl_steps and not steps:  # `kernel-agent train --pipeline`: RL's trajectories are in rl/
+        steps = rl_steps
     if os.path.exists(os.path.join(run_dir, "results.jsonl")):
         kind, tasks = "bench", _bench_tasks(run_dir)
         bench = config.get("bench", {})
@@ -220,11 +232,14 @@ def load_run(run_dir: str) -> dict[str, Any]:
         tasks = _trajectory_tasks(docs(), "train")
         cfg = config.get("config", config)
         title = f"train: {cfg.get('model', '')} ({len(steps)} steps logged)"
+        if steps is rl_steps:
+            kind, title = "pipeline", f"pipeline: {pipeline.get('preset', '')} ({len(steps)} RL steps logged)"
     else:
-        raise ViewError(f"{run_dir} holds no results.jsonl (bench), trajectories.jsonl (optimize) "
-                        "or trajectories/step_*.jsonl (train)")
+        raise ViewError(f"{run_dir} holds no results.jsonl (bench), trajectories.jsonl (optimize), "
+                        "trajectories/step_*.jsonl (train) or summary.json with rl/trajectories/ (train --pipeline)")
     rows = [_summarise(tasks[k]) for k in sorted(tasks)]
-    return {"kind": kind, "title": title, "dir": os.path.abspath(run_dir), "headline": _headline(metrics),
+    headline = _pipeline_headline(pipeline) if kind == "pipeline" else _headline(metrics)
+    return {"kind": kind, "title": title, "dir": os.path.abspath(run_dir), "headline": headline,
             "thresholds": list(FAST_P_THRESHOLDS), "status_rank": STATUS_RANK, "tasks": rows,
             "plots": _plots(run_dir)}
 

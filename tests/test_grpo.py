@@ -162,7 +162,7 @@ def test_presets_nest_the_shared_settings_and_old_flat_names_fail(tmp_path):
     new place; a nested `device` that differs from the config's own is refused; flags set nested fields."""
     cfg = load_config(TrainConfig, "cpu-tiny", "train")
     assert (cfg.sampling.max_tokens, cfg.prompt.style, cfg.eval.timing_trials, cfg.executor.compile_workers) == \
-        (512, "compact", 20, 1)
+        (512, "compact", 12, 1)
     assert cfg.eval.device == cfg.prompt.device == cfg.device == "cpu"
     assert from_dict(TrainConfig, to_dict(cfg)) == cfg  # config.json reads back as the same config
     old = tmp_path / "old.yaml"
@@ -256,6 +256,36 @@ def test_reusing_evaluator_measures_again_after_a_rejection_on_timing_noise():
     got = [ev.submit(t, s).result().status for s in ("noisy", "noisy", "noisy", "cheat", "cheat")]
     assert got == ["rejected", "correct", "correct", "rejected", "rejected"]
     assert inner.calls == ["noisy", "noisy", "cheat"] and (ev.reused, ev.remeasured) == (2, 1)
+
+
+def test_reusing_evaluator_with_retries_measures_a_noisy_rejection_again_before_any_sample_gets_it():
+    """`noisy_retries`: a rejection on timing noise alone is measured again at once, so no sample of the text
+    (the first included) is scored by it; a second noisy rejection past the retries stands."""
+    from concurrent.futures import Future
+
+    from kernelbench.harness.result import EvalResult
+    from kernelbench.tasks.task import Task
+    from train.rollout import ReusingEvaluator
+
+    noisy = EvalResult(status="rejected", flags=("timing_inconsistent",))
+    verdicts = {"once": [noisy, EvalResult(status="correct")], "twice": [noisy, noisy, EvalResult(status="correct")]}
+
+    class Scripted:
+        def __init__(self):
+            self.calls = []
+
+        def submit(self, task, src, group=""):
+            self.calls.append(src)
+            f = Future()
+            f.set_result(verdicts[src][self.calls.count(src) - 1])
+            return f
+
+    inner = Scripted()
+    ev = ReusingEvaluator(inner, noisy_retries=1)
+    t = Task(id="L1/a", level=1, name="a", origin="builtin", source="x")
+    assert [ev.submit(t, "once").result().status for _ in range(3)] == ["correct"] * 3
+    assert ev.submit(t, "twice").result().status == "rejected"
+    assert inner.calls == ["once", "once", "twice", "twice"] and ev.remeasured == 2
 
 
 @pytest.mark.slow

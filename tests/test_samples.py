@@ -183,14 +183,16 @@ def test_pipeline_report_states_plainly_whether_it_learned(tmp_path):
     rows = [{"step": i, "reward/mean_score": 0.5 + 0.1 * i, "reward/correct_share": 1.0, "loss/grad_norm": 0.1,
              "trl/step_time": 3.0, "trl/clip_ratio/region_mean": 0.0} for i in range(3)]
     (rl / "metrics.jsonl").write_text("".join(_json.dumps(r) + "\n" for r in rows))
-    probe = lambda fast: {"tasks": {"L1/03_silu": {"fast": fast, "slow": 16 - fast, "other": 0}}, "samples": 16,
-                          "fast_share": fast / 16}
-    summary = {"preset": "cpu-tiny", "walls": {"total_s": 60.0}, "wall_s": 60.0, "probe_before": probe(3),
-               "probe_after": probe(12), "bench": {"source": "failed", "error": "x"}, "rl_out": str(rl)}
+    probe = lambda fast, refine: {"tasks": {"affine/24": {"rows": fast, "crossed": 16 - fast, "columns": 0, "other": 0}},
+                                  "samples": 16, "fast_share": fast / 16, "refine_share": refine}
+    summary = {"preset": "cpu-tiny", "walls": {"total_s": 60.0}, "wall_s": 60.0, "probe_before": probe(3, 0.5),
+               "probe_after": probe(12, 0.875), "bench": {"source": "failed", "error": "x"}, "rl_out": str(rl)}
     text = open(write_pipeline_report(str(tmp_path), summary)).read()
-    assert "**It learned" in text and "0.19 before RL to 0.75 after" in text
-    summary["probe_after"] = probe(8)
-    assert "**It did not learn" in open(write_pipeline_report(str(tmp_path), summary)).read()
+    assert text.splitlines()[2].startswith("**First answers: learned.**") and "0.19 before RL to 0.75 after" in text
+    assert "**Refinement: learned.**" in text and "from 0.50 before RL to 0.88 after" in text
+    summary["probe_after"] = probe(8, 0.7)
+    text = open(write_pipeline_report(str(tmp_path), summary)).read()
+    assert "**First answers: NOT learned.**" in text and "**Refinement: NOT learned.**" in text
 
 
 def test_the_warm_starts_own_check_records_and_reports_its_temperature(tmp_path):
@@ -210,7 +212,7 @@ def test_the_warm_starts_own_check_records_and_reports_its_temperature(tmp_path)
     rl = tmp_path / "rl"
     rl.mkdir()
     (rl / "metrics.jsonl").write_text("")
-    probe = {"tasks": {}, "samples": 0, "fast_share": 0.0}
+    probe = {"tasks": {}, "samples": 0, "fast_share": 0.0, "refine_share": 0.5}
     summary = {"preset": "cpu-tiny", "walls": {"total_s": 1.0}, "wall_s": 1.0, "probe_before": probe,
                "probe_after": probe, "bench": {"source": "failed", "error": "x"}, "rl_out": str(rl),
                "sft": {"examples": 1, "steps": 1, "checks": [check.to_dict()]}}

@@ -304,3 +304,57 @@ def test_report_to_sends_the_curve_and_the_headline(tmp_path):
         final = logs[2][0][1]
         assert final["bench/overall/correct_best@k"] == 1.0 and final["bench/tokens/tokens_per_correct_kernel"] == 30.0
         assert calls[-1][0][0] == "finish"
+
+
+def _pipeline_folder(root: Path) -> Path:
+    """A pipeline folder as `train --pipeline` leaves it: summary.json, the report and its plots (written by the
+    real report code), RL's metrics and two-turn trajectories under rl/."""
+    from jobs.pipeline_report import write_pipeline_report
+    from jobs.probes import family_codes
+    from jobs.trajectory_stats import per_step
+
+    codes = family_codes(True)
+    out, rl = root / "cpu-tiny", root / "cpu-tiny" / "rl"
+    (rl / "trajectories").mkdir(parents=True)
+    metrics = [{"step": i, "reward/mean_score": 0.8 + 0.1 * i, "reward/turn1_mean_score": 0.7 + 0.1 * i,
+                "reward/turn2_mean_score": 0.9 + 0.1 * i, "rollout/turn1_advantage_mean": 0.2,
+                "rollout/turn2_advantage_mean": -0.2, "reward/correct_share": 1.0} for i in range(3)]
+    (rl / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in metrics))
+    for step in range(3):
+        turns = [Turn(index=i, prompt=[], response="", reasoning="", summary=summary, candidate=codes[name],
+                      score=0.3 + speedup, result=EvalResult(status="correct", correct=True, speedup=speedup,
+                                                             feedback=f"status: correct\nspeedup {speedup}x"))
+                 for i, (name, summary, speedup) in enumerate((("rows", "Row-major walk", 0.12),
+                                                               ("columns", "Attempt 1 ran at 0.12x. Column-major walk.", 1.6)))]
+        traj = Trajectory(task_id="affine/01", traj_id="0", turns=tuple(turns)).to_dict()
+        (rl / "trajectories" / f"step_{step:06d}.jsonl").write_text(json.dumps(traj) + "\n")
+    probe = lambda fast, refine: {"tasks": {"affine/24": {"rows": fast, "crossed": 4 - fast, "columns": 0, "other": 0}},
+                                  "samples": 4, "fast_share": fast / 4, "refine_share": refine}
+    summary = {"preset": "cpu-tiny", "walls": {"total_s": 60.0}, "wall_s": 60.0, "probe_before": probe(1, 0.5),
+               "probe_after": probe(4, 0.9), "bench": {"source": "skipped", "error": "none"}, "rl_out": str(rl),
+               "steps": per_step(str(rl), codes)}
+    (out / "summary.json").write_text(json.dumps(summary))
+    write_pipeline_report(str(out), summary)
+    return out
+
+
+def test_view_of_a_pipeline_folder_shows_its_curves_and_multi_turn_trajectories(tmp_path):
+    out = _pipeline_folder(tmp_path)
+    run = load_run(str(out))
+    assert run["kind"] == "pipeline" and [t["id"] for t in run["tasks"]] == ["affine/01"]
+    assert {"reward.png", "turns.png"} <= {p["name"] for p in run["plots"]}
+    assert ["fast_share", "0.25 → 1.00"] in run["headline"] and ["refine_share", "0.50 → 0.90"] in run["headline"]
+    assert all(len(t["turns"]) == 2 for t in run["tasks"][0]["trajs"])
+    report = (out / "report.md").read_text()
+    assert "Attempt 1 ran at 0.12x. Column-major walk." in report and " turn 2 > turn 1 |" in report
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("no Chromium here and scripts/install.sh could not install Debian's chromium "
+                    "(apt-get missing or not root)")
+    page = tmp_path / "page.html"
+    assert main(["view", str(out), "--out", str(page)]) == 0
+    opened = _browser(browser, "--dump-dom", page.resolve().as_uri() + "#open=all").stdout
+    assert 'data-ready="1"' in opened, opened[-2000:]
+    assert len(re.findall(r'alt="(reward|turns)\.png"', opened)) == 2          # the curves
+    assert len(re.findall(r'<div class="turn" data-status="correct"', opened)) == 6  # 3 steps x 2 turns
+    assert "refine_share" in opened and "0.50 → 0.90" in opened

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from train import sft
 from train.config import SFTConfig
@@ -53,7 +54,9 @@ def test_a_rank_of_a_launch_trains_the_warm_start_outside_the_launchs_process_gr
 
     text = open(os.path.join(ROOT, "configs", "cpu-tiny.yaml")).read()
     sft = text[text.index("sft:"):text.index("train:")]
-    sft = sft.replace("max_steps: 480", "max_steps: 3").replace("check_samples: 8", "check_samples: 0")
+    # Whatever the preset's own step count: a few steps show the process runs and finishes.
+    sft = re.sub(r"max_steps: \d+", "max_steps: 3", sft)
+    sft = re.sub(r"check_samples: \d+", "check_samples: 0", sft)
     preset = tmp_path / "tiny.yaml"
     preset.write_text(sft)
     monkeypatch.setattr(warm_start, "WARM_START_CACHE", str(tmp_path / "cache"))

@@ -54,10 +54,15 @@ class SFTConfig:
     """Tiny Qwen3 MLP width."""
     tiny_vocab_size: int = 2048
     """Byte-level BPE vocabulary trained on the warm-start texts."""
+    tiny_merge_across_words: bool = False
+    """Tokens may span words (train/tiny_model.py `TinyModelConfig.merge_across_words`): with data that
+    repeats a few answers, each answer becomes a handful of tokens and its first token already picks it."""
     data: str = "solutions"
-    """`solutions` (reference solutions formatted as agent turns) or a trajectories.jsonl of earlier runs."""
+    """`solutions` (reference solutions formatted as agent turns), `family:NAME` (a task family's first and
+    second turns: train/family_examples.py) or a trajectories.jsonl of earlier runs."""
     tasks: tuple[str, ...] = ()
-    """Task ids to take solutions for (e.g. `L1/03_silu`); empty: every task with a solution."""
+    """Task ids to take solutions for (e.g. `L1/03_silu`); empty: every task with a solution (with
+    `family:NAME`: the family's training tasks)."""
     solution_kinds: tuple[str, ...] = ("cpu", "cpu_slow")
     """Solution folders to draw from (`cpu`, `cpu_slow`, `cuda`); a task with two kinds gets both."""
     slow_copies: int = 1
@@ -111,6 +116,9 @@ class SFTConfig:
     check_samples: int = 0
     """After training, sample each task's answer this many times at `check_temperature` and count answers
     equal to a training answer, parseable, or neither (written to check.json; 0: skip)."""
+    check_prompts: int = 0
+    """Most distinct prompts the check samples, spread evenly over the data (0: every prompt); a family's data
+    has one prompt per task and context, over a hundred."""
     check_temperature: float = 0.9
     """Temperature of that check (the RL sampling temperature)."""
     seed: int = 0
@@ -238,6 +246,11 @@ class TrainConfig:
     correctness and timing trials) costs seconds, and measuring an identical text again only redraws
     timing noise. The first evaluation of each text is complete (correctness, policy checks, timing). A text
     rejected on timing noise alone (`train/rollout.NOISY_FLAGS`) is measured again when it comes back."""
+    noisy_retries: int = 0
+    """With `reuse_identical_results`: a text rejected on timing noise alone is measured up to this many more
+    times at once, before any sample gets the verdict (0: it waits for the text to come back). cpu-tiny: 1;
+    on its loaded 2 cores the fast kernel was once rejected `timing_inconsistent` on its first two visits, its
+    six samples scored 0 below the slow kernel's 0.4, and RL turned away from it."""
     streaming_turns: bool = True
     """A trajectory's next turn is generated as soon as its own verdict is back, in a policy call with whatever
     other prompts are ready then (`agent.episode.EpisodeRunner`): one slow compile holds only its own
@@ -281,7 +294,7 @@ class PipelineConfig:
     """`kernel-agent train --pipeline`: SFT warm start, RL, held-out bench and a report, in one folder."""
 
     bench_tasks: str = "builtin:heldout"
-    """Tasks of the held-out bench (`ORIGIN[:SPLIT]` or comma-separated ids)."""
+    """Tasks of the held-out bench (`ORIGIN[:SPLIT]` or comma-separated ids); empty: no bench."""
     bench_limit: int = 2
     """Held-out tasks benchmarked (0: all)."""
     bench_trajectories: int = 4
@@ -289,9 +302,13 @@ class PipelineConfig:
     bench_turns: int = 1
     """Turns per held-out trajectory."""
     train_bench_trajectories: int = 8
-    """Samples per training task drawn before and after RL, to measure the shift toward faster kernels."""
+    """Samples per held-out task of each probe, before and after RL (jobs/probes.py)."""
+    probe_tasks: str = "family:affine:heldout"
+    """Held-out tasks of a task family the probes sample (`family:NAME:heldout` or ids); neither SFT nor RL
+    sees them. The first-answer probe and the refinement probe both run on them."""
     prebuild: bool = True
-    """Evaluate the training tasks' reference answers beside SFT, so RL finds their builds in the cache."""
+    """Evaluate the family's answers beside SFT: each once on a training task (RL then finds their builds in
+    the cache) and the two second answers on every probe task (the refinement probe's real feedback)."""
 
 
 C = TypeVar("C")

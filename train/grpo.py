@@ -60,12 +60,16 @@ class TrainResult:
 # ---------------------------------------------------------------- setup
 
 def resolve_tasks(spec: str) -> list[Task]:
-    """`ORIGIN[:SPLIT]` (e.g. `builtin:train`) or comma-separated task ids of the built-in suite."""
+    """`ORIGIN[:SPLIT]` (e.g. `builtin:train`, `family:affine:heldout`) or comma-separated task ids of the
+    built-in suite or of a task family."""
     from kernelbench.tasks import catalog, splits
 
     if "/" in spec:
-        return [catalog.find_task(t.strip(), "builtin") for t in spec.split(",") if t.strip()]
+        return [catalog.find_task(t.strip(), catalog.family_of_id(t.strip()) or "builtin") for t in spec.split(",") if t.strip()]
     origin, _, split = spec.partition(":")
+    if origin == "family":  # family:NAME[:SPLIT]
+        name, _, split = split.partition(":")
+        origin = f"family:{name}"
     return splits.select(catalog.load_tasks(origin), split or "all")
 
 
@@ -86,7 +90,7 @@ def make_harness_rollout(config: TrainConfig, out_dir: str, rank: int = 0):
 
     evaluator = make_evaluator(config.eval, config.executor)
     if config.reuse_identical_results:
-        evaluator = ReusingEvaluator(evaluator)
+        evaluator = ReusingEvaluator(evaluator, noisy_retries=config.noisy_retries)
     return HarnessRollout(evaluator=evaluator, trajectories=config.trajectories, turns=config.turns,
                           sampling=config.sampling, prompt_settings=config.prompt,
                           log_dir=os.path.join(out_dir, "trajectories"), score=scoring_of(config).score, rank=rank,

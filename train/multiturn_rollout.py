@@ -174,6 +174,8 @@ def rollout_metrics(rows: Sequence[tuple], groups: Sequence[Sequence[float]], be
     for t in sorted({r[4] for r in rows}):
         at = [r[0] for r in rows if r[4] == t and r[0] is not None]
         m[f"reward/turn{t + 1}_mean_score"] = sum(at) / max(1, len(at))
+        adv = [r[2] for r in rows if r[4] == t]
+        m[f"rollout/turn{t + 1}_advantage_mean"] = sum(adv) / max(1, len(adv))
     shares = {}
     for r in rows:
         shares[r[3]] = shares.get(r[3], 0) + 1

@@ -74,8 +74,11 @@ class ReusingEvaluator:
     noise alone (`NOISY_FLAGS`): that text is measured again and the new verdict is the one shared from then
     on. Counts what it reused and what it measured again."""
 
-    def __init__(self, inner: Any):
+    def __init__(self, inner: Any, noisy_retries: int = 0):
         self.inner = inner
+        self.noisy_retries = noisy_retries
+        self._count_lock = threading.Lock()
+        """Measure a text rejected on timing noise alone this many more times at once (`TrainConfig.noisy_retries`)."""
         self.config = getattr(inner, "config", None)
         self._seen: dict[tuple[str, str], Future] = {}
         self._lock = threading.Lock()
@@ -92,7 +95,7 @@ class ReusingEvaluator:
             shared = self._seen.get(key)
             again = shared is not None and shared.done() and shared.exception() is None and _noisy(shared.result())
             if shared is None or again:
-                shared = self._seen[key] = self.inner.submit(task, src, group=group)
+                shared = self._seen[key] = self._measured(task, src, group)
                 self.remeasured += again
             else:
                 self.reused += 1
@@ -106,6 +109,28 @@ class ReusingEvaluator:
 
         shared.add_done_callback(_copy)
         return mine
+
+    def _measured(self, task: Task, src: str, group: str) -> Future:
+        """The inner evaluator's verdict, measured again up to `noisy_retries` times while it is a rejection on
+        timing noise alone; the Future resolves with the last."""
+        if not self.noisy_retries:
+            return self.inner.submit(task, src, group=group)
+        out: Future = Future()
+        left = [self.noisy_retries]
+
+        def _done(f: Future) -> None:
+            if f.exception() is None and _noisy(f.result()) and left[0] > 0:
+                left[0] -= 1
+                with self._count_lock:  # not `_lock`: `submit` holds it when an inner Future is already done
+                    self.remeasured += 1
+                self.inner.submit(task, src, group=group).add_done_callback(_done)
+            elif f.exception() is not None:
+                out.set_exception(f.exception())
+            else:
+                out.set_result(f.result())
+
+        self.inner.submit(task, src, group=group).add_done_callback(_done)
+        return out
 
     def close(self) -> None:
         close = getattr(self.inner, "close", None)

@@ -18,11 +18,9 @@ stops once the loss is low enough to reproduce the answers (REFERENCES.md: < 0.0
 
 from __future__ import annotations
 
-import ast
 import json
 import math
 import os
-import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +28,7 @@ from typing import Any
 from agent.prompts import PromptSettings, build_messages
 from train.config import SFTConfig, save_config
 from train.precision import autocast_bf16
+from train.solution_text import compact_source, solution_answer, solution_summary  # noqa: F401 (sft's names)
 
 
 @dataclass(frozen=True)
@@ -58,50 +57,6 @@ class SFTResult:
     """`SampleCheck.to_dict()` of each prompt (empty when `check_samples` is 0)."""
 
 
-_RAW_STRING_OPEN = re.compile(r'=\s*r?"""\s*$')
-_TRAILING_CPP_COMMENT = re.compile(r"\s+//\s.*$")
-
-
-def compact_source(source: str) -> str:
-    """The same solution with fewer tokens: no module docstring, no `//` comments in its C++ strings.
-
-    Only comment lines and `  // ...` tails inside a `name = r\"\"\"` block are removed, so the Python
-    code and every C++ statement stay as written (integer division `//` in Python is never touched)."""
-    tree = ast.parse(source)
-    lines = source.splitlines()
-    first = tree.body[0] if tree.body else None
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-        lines = lines[:first.lineno - 1] + lines[first.end_lineno:]
-    out, in_cpp = [], False
-    for line in lines:
-        if in_cpp and line.strip().startswith('"""'):
-            in_cpp = False
-        elif in_cpp:
-            if line.strip().startswith("//"):
-                continue
-            line = _TRAILING_CPP_COMMENT.sub("", line)
-        elif _RAW_STRING_OPEN.search(line):
-            in_cpp = True
-        out.append(line)
-    return "\n".join(out).strip() + "\n"
-
-
-def solution_summary(source: str, first_sentence: bool = False) -> str:
-    """The docstring of a solution file as the answer's summary (only its first sentence when asked)."""
-    doc = " ".join((ast.get_docstring(ast.parse(source)) or "A custom kernel for this task.").split())
-    if first_sentence:
-        doc = re.split(r"(?<=[.:;])\s", doc, maxsplit=1)[0].rstrip(":;") or doc
-    return doc
-
-
-def solution_answer(source: str, compact: bool = False) -> str:
-    """A reference solution as the agent's answer: its docstring as the summary, then the file in one
-    python block (the shape `agent.parsing.parse_response` expects). `compact`: first sentence only and
-    `compact_source` of the file."""
-    code = compact_source(source) if compact else source
-    return f"<summary>{solution_summary(source, compact)}</summary>\n\n```python\n{code.strip()}\n```"
-
-
 def prompt_settings(config: SFTConfig) -> PromptSettings:
     return PromptSettings(device=config.device, hardware=config.hardware, style=config.prompt_style)
 
@@ -115,7 +70,7 @@ def solution_examples(config: SFTConfig) -> list[Example]:
     examples = []
     for task_id in task_ids:
         task = find_task(task_id, "builtin")
-        prompt = build_messages(task.source, [], settings)
+        prompt = build_messages(task.shown_source, [], settings)
         for kind in config.solution_kinds:
             sol = find_solution(task_id, kind)
             if sol is not None:
@@ -147,6 +102,10 @@ def trajectory_examples(path: str, only_correct: bool = True, min_speedup: float
 def load_examples(config: SFTConfig) -> list[Example]:
     if config.data == "solutions":
         return solution_examples(config)
+    if config.data.startswith("family:"):
+        from train.family_examples import family_examples
+
+        return family_examples(config, Example)
     return trajectory_examples(config.data, config.only_correct, config.min_speedup)
 
 
@@ -175,18 +134,32 @@ def build_model(config: SFTConfig, examples: list[Example]) -> tuple[Any, Any]:
     shape = TinyModelConfig(vocab_size=config.tiny_vocab_size, hidden_size=config.tiny_hidden_size,
                             num_layers=config.tiny_layers, num_heads=config.tiny_heads,
                             num_kv_heads=config.tiny_kv_heads, intermediate_size=config.tiny_intermediate_size,
-                            seed=config.seed)
+                            seed=config.seed, merge_across_words=config.tiny_merge_across_words)
     return build_tiny(texts, shape)
 
 
-def _stop_callback(target: float, window: int, log_path: str):
+PROGRESS_LINES = 20
+"""Progress lines an SFT run prints (one every 1/20 of `max_steps`, and the last step)."""
+
+
+def progress_line(step: int, total: int, loss: float, target: float, elapsed_s: float, width: int = 24) -> str:
+    """`sft [#########---------------] 180/480 loss 0.01234 (target 0.00160) 62 s`: one line, no carriage
+    return, so a log file reads as well as a terminal."""
+    done = min(width, round(width * step / max(1, total)))
+    goal = f" (target {target:.5f})" if target > 0 else ""
+    return f"sft [{'#' * done}{'-' * (width - done)}] {step}/{total} loss {loss:.5f}{goal} {elapsed_s:.0f} s"
+
+
+def _stop_callback(target: float, window: int, log_path: str, say=print):
     from transformers import TrainerCallback
 
     class StopAtLoss(TrainerCallback):
-        """Logs every step's loss to log.jsonl and stops once the mean of the last `window` is below target."""
+        """Logs every step's loss to log.jsonl, prints a progress line every 1/PROGRESS_LINES of the run, and
+        stops once the mean of the last `window` is below target."""
 
         def __init__(self):
             self.losses: list[float] = []
+            self.t0 = time.perf_counter()
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             if not logs or "loss" not in logs:
@@ -196,8 +169,12 @@ def _stop_callback(target: float, window: int, log_path: str):
                 f.write(json.dumps({"step": state.global_step, "loss": float(logs["loss"]),
                                     "lr": float(logs.get("learning_rate", 0.0))}) + "\n")
             recent = self.losses[-window:]
-            if target > 0 and len(recent) == window and sum(recent) / window < target:
+            mean = sum(recent) / len(recent)
+            if target > 0 and len(recent) == window and mean < target:
                 control.should_training_stop = True
+            every = max(1, state.max_steps // PROGRESS_LINES)
+            if state.global_step % every == 0 or state.global_step >= state.max_steps or control.should_training_stop:
+                say(progress_line(state.global_step, state.max_steps, mean, target, time.perf_counter() - self.t0))
 
     return StopAtLoss()
 
@@ -237,7 +214,7 @@ class SampleCheck:
 
 
 def check_samples(model: Any, tokenizer: Any, examples: list[Example], samples: int, temperature: float,
-                  max_tokens: int, seed: int = 0) -> list[SampleCheck]:
+                  max_tokens: int, seed: int = 0, max_prompts: int = 0) -> list[SampleCheck]:
     """Sample each prompt's answer `samples` times and count exact reproductions and parseable answers
     (the test that memorisation is good enough: REFERENCES.md, a loss of 0.016 still gave 0 parseable)."""
     from agent.hf_backend import HFPolicy
@@ -248,8 +225,12 @@ def check_samples(model: Any, tokenizer: Any, examples: list[Example], samples: 
     by_prompt: dict[str, list[Example]] = {}
     for e in examples:
         by_prompt.setdefault(json.dumps(e.prompt), []).append(e)
+    groups = list(by_prompt.values())
+    if 0 < max_prompts < len(groups):  # evenly spread, so first and later turns are both checked
+        groups = [groups[round(k * (len(groups) - 1) / (max_prompts - 1))] if max_prompts > 1 else groups[0]
+                  for k in range(max_prompts)]
     checks = []
-    for i, group in enumerate(by_prompt.values()):
+    for i, group in enumerate(groups):
         refs = {e.source: parse_response(e.answer).code.strip() for e in group}
         outs = policy.generate([group[0].prompt] * samples,
                                SamplingConfig(temperature=temperature, max_tokens=max_tokens, seed=seed + 1000 * i))
@@ -308,9 +289,12 @@ def main(config: SFTConfig, say=print) -> SFTResult:
                      completion_only_loss=True, dataloader_num_workers=0, disable_tqdm=True,
                      bf16=autocast_bf16(config.dtype, config.device), gradient_checkpointing=config.gradient_checkpointing)
     target = floor + config.target_loss if config.target_loss > 0 else 0.0
-    stopper = _stop_callback(target, config.loss_window, log_path)
+    stopper = _stop_callback(target, config.loss_window, log_path, say)
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list([rows[i] for i in kept]),
                          processing_class=tokenizer, callbacks=[stopper], peft_config=lora_config(config))
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # its raw `{'loss': ...}` dict per step: the progress lines say it
     trainer.train()
     model = trainer.model
     if config.lora_rank > 0:  # one folder the hf backend and the RL run load as they are: adapters merged in
@@ -326,7 +310,8 @@ def main(config: SFTConfig, say=print) -> SFTResult:
     checks: list[SampleCheck] = []
     if config.check_samples > 0:
         checks = check_samples(model, tokenizer, [examples[i] for i in kept], config.check_samples,
-                               config.check_temperature, max_tokens=max(answer_tokens) + 32, seed=config.seed)
+                               config.check_temperature, max_tokens=max(answer_tokens) + 32, seed=config.seed,
+                               max_prompts=config.check_prompts)
         with open(os.path.join(config.out, "check.json"), "w", encoding="utf-8") as f:
             json.dump([c.to_dict() for c in checks], f, indent=1)
         for c in checks:

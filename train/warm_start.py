@@ -15,7 +15,7 @@ from train.config import SFTConfig, TrainConfig, load_config, to_dict
 WARM_START_CACHE = os.path.expanduser("~/.cache/kernel-agent/warm-start")
 
 
-KEY_SOURCES = tuple(str(Path(__file__).with_name(name)) for name in ("sft.py", "tiny_model.py"))
+KEY_SOURCES = tuple(str(Path(__file__).with_name(name)) for name in ("sft.py", "tiny_model.py", "family_examples.py", "solution_text.py"))
 """The code that trains a warm start (the SFT stage, the tiny model and its tokenizer): part of its key."""
 
 

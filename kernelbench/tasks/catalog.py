@@ -3,6 +3,7 @@
 Origins:
 - `builtin`: the suite under `kernelbench/tasks/builtin_tasks/level{1,2,3}/` (ids `L1/03_gelu`).
 - `kernelbench:PATH`: a local KernelBench checkout, its root or its `KernelBench/` folder (ids `kb:L1/19_ReLU`).
+- `family:NAME`: a templated task family (`kernelbench.tasks.family`; ids `affine/07`), with its own held-out tasks.
 - `hf:NAME`: the Hugging Face dataset `NAME` (from the local cache when offline), or `hf:PATH` to local
   parquet / json / csv data files or a folder of them (ids `hf:L1/19_ReLU`).
 
@@ -14,6 +15,7 @@ Executing happens in `kernelbench.tasks.problem.load_problem`, which raises a `T
 from __future__ import annotations
 
 from kernelbench.tasks.builtin import load_builtin
+from kernelbench.tasks.family import family_of_id, load_family
 from kernelbench.tasks.hf_dataset import load_hf_dataset
 from kernelbench.tasks.kernelbench_repo import load_kernelbench_repo
 from kernelbench.tasks.task import OriginError, Task
@@ -25,6 +27,8 @@ def load_tasks(origin: str) -> list[Task]:
     """All tasks of one origin, sorted by level and problem number."""
     if origin == "builtin":
         return load_builtin()
+    if origin.startswith("family:"):
+        return load_family(origin.split(":", 1)[1])
     if origin.startswith("kernelbench:"):
         path = origin.split(":", 1)[1]
         if not path:
@@ -35,7 +39,7 @@ def load_tasks(origin: str) -> list[Task]:
         if not name:
             raise OriginError(f"hf: needs a dataset name or a local data path, e.g. hf:{DEFAULT_HF_DATASET}")
         return load_hf_dataset(name)
-    raise OriginError(f"unknown task source {origin!r}: use builtin, kernelbench:PATH or hf:NAME")
+    raise OriginError(f"unknown task source {origin!r}: use builtin, family:NAME, kernelbench:PATH or hf:NAME")
 
 
 def origin_for_id(task_id: str, origin: str | None) -> str:
@@ -46,6 +50,8 @@ def origin_for_id(task_id: str, origin: str | None) -> str:
         raise OriginError(f"{task_id} is a KernelBench checkout task: pass --source kernelbench:PATH")
     if task_id.startswith("hf:"):
         return f"hf:{DEFAULT_HF_DATASET}"
+    if family_of_id(task_id):
+        return family_of_id(task_id)
     return "builtin"
 
 

@@ -49,6 +49,8 @@ def origin_kind(origin: str) -> str:
         return "builtin"
     if origin.startswith(("kernelbench:", "hf:")):
         return "kernelbench"
+    if origin.startswith("family:"):
+        return "family"
     raise ValueError(f"unknown task origin {origin!r}")
 
 
@@ -76,7 +78,11 @@ def is_heldout(task: Task) -> bool:
 
 
 def split_of(task: Task) -> str:
-    """`train`, `heldout` or `extra` (see the module docstring)."""
+    """`train`, `heldout` or `extra` (see the module docstring); a task family holds out tasks of its own choosing."""
+    if origin_kind(task.origin) == "family":
+        from kernelbench.tasks.family import split_of as family_split
+
+        return family_split(task)
     if is_heldout(task):
         return "heldout"
     if origin_kind(task.origin) == "kernelbench" and task.level not in KERNELBENCH_TRAIN_LEVELS:

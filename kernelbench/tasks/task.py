@@ -37,3 +37,11 @@ class Task:
     """Level-4 problems load Hugging Face models; they are listed but need those weights to run."""
     op_policy: str = "strict"
     """Default op policy for candidates: `strict` (no PyTorch compute in forward) or `partial`."""
+    prompt_source: str = ""
+    """What prompts show of the problem when it is not all of `source` (a task family may keep a fact, such as
+    the input's memory layout, out of the agent's sight so that only a measurement reveals it); empty: `source`."""
+
+    @property
+    def shown_source(self) -> str:
+        """The problem text prompts show: `prompt_source`, else `source`."""
+        return self.prompt_source or self.source

@@ -68,6 +68,11 @@ def list_solutions(kind: str | None = None, root: str | Path | None = None) -> l
 
 def find_solution(task_id: str, kind: str = "cpu", root: str | Path | None = None) -> Solution | None:
     """The solution of `kind` for `task_id`, or None when none was written (absence is not an error here)."""
+    from kernelbench.tasks.family import SOLUTION_KIND_ANSWER, answer_path, family_of_id
+
+    if family_of_id(task_id):  # a family's tasks share its answers (kernelbench.tasks.family)
+        answer = SOLUTION_KIND_ANSWER.get(kind)
+        return Solution(task_id=task_id, kind=kind, path=answer_path(answer)) if answer else None
     root = Path(root) if root is not None else SOLUTIONS_ROOT
     path = root / kind / f"{task_id}.py"
     return Solution(task_id=task_id, kind=kind, path=str(path)) if path.is_file() else None
