@@ -86,7 +86,8 @@ class Perturbation:
 
     Computed as `low * v + step * v * level` with `low * v` and `step * v` kept per base set, so a call costs
     a byte draw, one cast and one `addcmul` (0.43 + 0.43 + 1.2 ms per 2M elements on a 2-core VM, where
-    drawing factors, scaling them and multiplying took 3.5 ms).
+    drawing factors, scaling them and multiplying took 3.5 ms). The cost: the two terms hold twice the floating
+    tensors of each timing set, in the timing child's own memory (its rlimits and cgroup count them).
 
     Why 8 bits per element: one float draw per element cost five times the ReLU it perturbs; 256 independent
     levels per element leave no cheaper route to a call's output than computing it: the caching attack needs
