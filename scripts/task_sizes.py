@@ -5,7 +5,9 @@
     python3 scripts/task_sizes.py --size cpu --device cpu --only L1/2  # ids containing a substring
 
 Targets: at the `cpu` size the forward should take under 100 ms on one CPU thread (aim 1-20 ms); at the
-`gpu` size 1-15 ms on an H100-class GPU. Each figure is the median of `--runs` timed forwards after
+`gpu` size 0.1-15 ms on an H100-class GPU, with every input set and output at most 256 MiB (docs/tasks.md,
+"Sizes": an elementwise op then takes ~0.13 ms on an H200, over the 0.1 ms floor a GPU timer still reads
+well). Each figure is the median of `--runs` timed forwards after
 `--warmup` untimed ones: perf_counter on CPU, CUDA events around the forward on CUDA. TF32 is off on CUDA,
 as in the evaluation harness, so matmul and convolution references run at full fp32 precision.
 """
@@ -30,7 +32,7 @@ from kernelbench.tasks.problem import load_problem  # noqa: E402
 from kernelbench.tasks.task import Task  # noqa: E402
 
 TASKS_DIR = ROOT / "kernelbench" / "tasks" / "builtin_tasks"
-TARGET_MS = {"cpu": (0.0, 100.0), "gpu": (1.0, 15.0)}
+TARGET_MS = {"cpu": (0.0, 100.0), "gpu": (0.1, 15.0)}
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 
 import pytest
 
@@ -149,6 +150,30 @@ def test_time_outside_the_candidates_code_is_bounded(candidate, torch_op, foreig
                                          runtime_objects=(), lost_records=0, total_samples=100, torch_op=torch_op)
     assert bool(code_attribution.judge(shares, "strict")) is flagged
     assert not code_attribution.judge(shares, "partial")
+
+
+def test_samples_of_a_process_never_snapshotted_after_its_first_call_are_not_foreign(tmp_path):
+    """A process whose whole run fell between two reads of its mappings (a loaded machine): its samples are
+    counted as unattributed, never as foreign code, and the check says it did not hold (a harness error, or
+    `unsampled` where allowed) instead of rejecting the candidate."""
+    in_window = [(7, 7, 1_000 + i, 0x1000 + i) for i in range(30)]
+    early = code_sampler.MapsSnapshot(7, 10, 20, ((0x1000, 0x2000, "/lib/libc.so.6"),))  # before the first call
+    sampled = code_sampler.Sampled(tuple(in_window), 0, (early,), code_sampler.DEFAULT_PERIOD_NS, {})
+    shares = code_attribution.attribute(sampled, [(900, 2_000)], str(tmp_path), {})
+    assert (shares.in_calls, shares.foreign, shares.unattributed) == (0, 0, 30), shares
+    covered = code_sampler.MapsSnapshot(7, 10, 1_500, early.regions)  # read again after the first call
+    shares = code_attribution.attribute(replace(sampled, maps=(covered,)), [(900, 2_000)], str(tmp_path), {})
+    assert (shares.in_calls, shares.runtime, shares.unattributed) == (30, 30, 0), shares
+    for config, allowed in ((EvalConfig(), False), (EvalConfig(allow_unsampled=True), True)):
+        check = code_check.CodeCheck(config, str(tmp_path), {})
+        check.sampled = sampled
+        refusal = protocol.TaskRefusal(rlimit=True, seccomp=True, refused=True, exec_memory=True)
+        result = replace(_result(refusal), call_windows_ns=((900, 2_000),))
+        if allowed:
+            assert set(check.judge(result, "strict", True)) == {code_check.UNSAMPLED}
+        else:
+            with pytest.raises(code_check.CodeCheckUnavailable, match="mappings were not read"):
+                check.judge(result, "strict", True)
 
 
 def test_missing_sampler_fails_closed(tmp_path):

@@ -406,11 +406,12 @@ def test_cpu_children_put_large_tensors_on_huge_pages(relu, tmp_path):
 
 
 def test_cpu_children_reuse_freed_memory_between_timed_calls():
-    """A timed call that allocates its output (an 8 MB ReLU) faults in no new pages once warm, in a real
-    sandboxed child with the children's environment: with page alignment alone every such allocation was a
-    fresh mmap (glibc's adaptive threshold never covers size plus alignment), so each call's time included
-    ~900 page faults, and which side paid them followed each process's allocation history
-    (`builder.HEAP_TUNABLES`)."""
+    """A timed call that allocates its output (an 8 MB ReLU) faults in no new pages once the heap has settled,
+    in a real sandboxed child with the children's environment: with page alignment alone every such allocation
+    is a fresh mmap, forever (glibc's adaptive threshold never covers size plus alignment), so each call's time
+    included ~500 page faults, and which side paid them followed each process's allocation history
+    (`builder.HEAP_TUNABLES`). With the tunables the heap settles within a few dozen calls (8-17 measured on one
+    kernel, within 3 on another: the steady state is the claim, not how soon it comes)."""
     from kernelbench.harness import builder, sandbox
     from kernelbench.harness.config import EvalConfig
 
@@ -420,13 +421,13 @@ def test_cpu_children_reuse_freed_memory_between_timed_calls():
     code = ("import resource, torch\n"
             "torch.set_num_threads(1)\n"
             "x = torch.randn(512, 4096)\n"
-            "for _ in range(3): torch.relu(x)\n"
+            "for _ in range(40): torch.relu(x)\n"
             "f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
             "for _ in range(20): torch.relu(x)\n"
             "print('FAULTS', (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / 20)")
 
     assert float(_sandboxed_figure(code, env, "FAULTS")) < 1
-    # page alignment alone: the allocation of every call mapped afresh
+    # page alignment alone: the allocation of every call mapped afresh, after as many calls
     assert float(_sandboxed_figure(code, (("THP_MEM_ALLOC_ENABLE", "1"),), "FAULTS")) > 100
 
 

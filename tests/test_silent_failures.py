@@ -95,6 +95,16 @@ def test_a_candidate_cannot_pass_its_own_failure_off_as_a_harness_error(cfg):
     assert r.status == "compile_error" and r.retries == 0, r.feedback
 
 
+def test_a_task_with_an_oversized_input_set_is_refused_at_once_with_its_size(cfg):
+    """A task whose `get_inputs()` is over `EvalConfig.max_input_set_mb` is a harness error naming its size and
+    the setting, before any set is drawn (on an H200 a 2 GiB set made evaluations run past 190 s, silently)."""
+    honest = (ROOT / "kernelbench" / "tasks" / "solutions" / "cpu" / "L1" / "01_relu.py").read_text()
+    r = evaluate(RELU, honest, replace(cfg, max_input_set_mb=1))
+    assert r.status == HARNESS_ERROR, r.feedback
+    assert "16 MiB ((1024, 4096))" in r.feedback and "EvalConfig.max_input_set_mb" in r.feedback, r.feedback
+    assert evaluate(RELU, honest, cfg).status == CORRECT  # the same task under the default limit
+
+
 def test_evaluator_stops_after_harness_errors_in_a_row(cfg, broken_python):
     task, src = known_good("cpu")
     with Evaluator(replace(cfg, harness_error_limit=2), compile_workers=1) as ev:

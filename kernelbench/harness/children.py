@@ -31,7 +31,7 @@ def setup(config: EvalConfig, seeds: Seeds, profile: str = "") -> protocol.Setup
         timing_budget_s=config.run_timeout_s / 4, min_trials=config.min_timing_trials,
         timing_checks=timing_checks(config, seeds) if config.timing_trials > 0 else (),
         profile=profile or ("torch" if config.profile in ("torch", "ncu") else ""),
-        profile_timeout_s=config.profile_timeout_s)
+        profile_timeout_s=config.profile_timeout_s, max_input_set_mb=config.max_input_set_mb)
 
 
 def timing_checks(config: EvalConfig, seeds: Seeds) -> tuple[tuple[int, int], ...]:

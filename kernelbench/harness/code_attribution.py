@@ -78,6 +78,9 @@ class CodeShares:
     total_samples: int
     torch_op: int = 0
     """Samples charged to an allowed ATen op the calling thread was inside (see the module docstring)."""
+    unattributed: int = 0
+    """Samples inside the calls of a process no maps snapshot after the first call covers: where they ran is not
+    known (counted in no class; `code_check` says the check did not hold when they are many)."""
 
     @property
     def foreign_share(self) -> float:
@@ -147,9 +150,13 @@ def attribute(sampled: Sampled, windows_ns: list[tuple[int, int]], ext_dir: str,
         op_wins[tid] = ([r[0] for r in rows], rows)
     regions = _regions(sampled, starts[0] if starts else 0)
     counts = collections.Counter()
+    unattributed = 0
     by_object = {k: collections.Counter() for k in ("foreign", "runtime", "candidate", "torch_op")}
     for pid, tid, t, ip in sampled.samples:
         if not _inside(starts, wins, t):
+            continue
+        if pid not in regions:
+            unattributed += 1
             continue
         row = _where(regions, pid, ip)
         kind, name = _classify(row, pid, sampled, ext_dir, manifest)
@@ -162,7 +169,7 @@ def attribute(sampled: Sampled, windows_ns: list[tuple[int, int]], ext_dir: str,
         by_object[kind][name] += 1
     return CodeShares(sum(counts.values()), counts["candidate"], counts["runtime"], counts["foreign"],
                       tuple(by_object["foreign"].most_common(8)), tuple(by_object["runtime"].most_common(8)),
-                      sampled.lost_records, len(sampled.samples), counts["torch_op"])
+                      sampled.lost_records, len(sampled.samples), counts["torch_op"], unattributed)
 
 
 def _classify(row: tuple[int, int, str] | None, pid: int, sampled: Sampled, ext_dir: str,

@@ -88,6 +88,14 @@ class CodeCheck:
         assert self.sampled is not None
         shares = code_attribution.attribute(self.sampled, list(res.call_windows_ns), self.ext_dir, self.manifest,
                                                list(res.op_windows_ns))
+        if policy == "strict" and shares.unattributed > LOST_SHARE_MAX * max(shares.in_calls + shares.unattributed, 1):
+            # no snapshot of that process's mappings after its first call: never judged as foreign code (seen
+            # on a loaded 2-core machine: an honest candidate's whole run fell between two reads)
+            why = (f"{shares.unattributed} samples inside the calls came from a process whose mappings were not "
+                   "read after its first call")
+            if not self.allowed:
+                raise CodeCheckUnavailable(f"the check of which code ran did not hold: {why}")
+            return {UNSAMPLED: why}
         log.info("which code ran (%s): %s; runtime: %s", policy, shares.summary(), shares.runtime_objects)
         return code_attribution.judge(shares, policy)
 

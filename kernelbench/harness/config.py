@@ -63,6 +63,12 @@ class EvalConfig:
     timing_input_sets: int = 4
     """Distinct timing base sets, drawn from their own secret seeds (never a correctness set) and rotated
     through timing, each call perturbed element by element, so a cache of results keyed by input cannot win."""
+    max_input_set_mb: int = 1024
+    """Largest input set (the tensors of one `get_inputs()` call) a task may have, in MiB: an evaluation draws
+    about a dozen sets on one CPU thread, keeps them in two children and passes them through a file, so a task
+    over it is refused at once with its size (a harness error) instead of running for minutes. Measured: a
+    2 GiB ReLU set made every evaluation on an H200 outlast 190 s. The built-in tasks stay under 256 MiB
+    (docs/tasks.md, "Sizes"); 0: no limit."""
     time_compile_baseline: bool = False
     """Also time `torch.compile(Model)` as a second baseline (slow to compile; on for benchmarks)."""
     suspicious_speedup: float = 10.0

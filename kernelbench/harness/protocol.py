@@ -161,6 +161,8 @@ class Setup(Record):
     profile: str
     """"" (none), "torch" or, for the untimed run child under Nsight Compute, "ncu"."""
     profile_timeout_s: float
+    max_input_set_mb: int = 0
+    """`EvalConfig.max_input_set_mb` (0: no limit): the reference child refuses a larger input set."""
 
 
 @dataclass(frozen=True)

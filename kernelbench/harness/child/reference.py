@@ -107,6 +107,7 @@ def _make_inputs(problem: Any, seeds: Any, setup: protocol.Setup, scratch: str,
     from kernelbench.harness.child.inputs import clone_args, make_input_sets, make_timing_sets
     from kernelbench.tasks.input_configs import make_config_sets
 
+    _refuse_oversized(problem.get_inputs, setup.max_input_set_mb)
     sets = make_input_sets(problem.get_inputs, seeds)
     timing_sets = make_timing_sets(problem.get_inputs, seeds) if setup.timing_trials > 0 else []
     if setup.timing_trials > 0 and not timing_sets:  # no timing seeds (a baseline with no candidate to judge)
@@ -120,6 +121,27 @@ def _make_inputs(problem: Any, seeds: Any, setup: protocol.Setup, scratch: str,
     torch.save({"init_inputs": init_inputs, "sets": sets, "timing_sets": timing_sets, "state_dict": weights},
                os.path.join(scratch, "inputs.pt"))
     return sets, timing_sets, set_configs
+
+
+def _refuse_oversized(get_inputs: Callable[[], Any], limit_mb: int) -> None:
+    """Raise (a harness error naming the size) when one input set is over `limit_mb` MiB, before any is drawn:
+    the sizes come from `get_inputs()` on the meta device (no memory, no time). A `get_inputs` that cannot run
+    there (it reads a tensor's values) is measured on its first real set instead."""
+    import torch
+
+    if limit_mb <= 0:
+        return
+    try:
+        with torch.device("meta"):
+            drawn = list(get_inputs())
+    except Exception:  # noqa: BLE001 - data-dependent construction: draw one real set (the seed is reset after)
+        drawn = list(get_inputs())
+    size = sum(t.numel() * t.element_size() for t in drawn if isinstance(t, torch.Tensor))
+    if size > limit_mb << 20:
+        shapes = ", ".join(str(tuple(t.shape)) for t in drawn if isinstance(t, torch.Tensor))
+        raise ValueError(f"one input set of this task is {size / 2**20:,.0f} MiB ({shapes}), over the harness's "
+                         f"{limit_mb:,} MiB (EvalConfig.max_input_set_mb): an evaluation draws about a dozen sets "
+                         "on one CPU thread and holds them in two processes; use a smaller size for this device")
 
 
 def _expected(model: Any, sets: list[Any], timing_sets: list[Any], timed: list[Any], device: str, checks: list[Any],

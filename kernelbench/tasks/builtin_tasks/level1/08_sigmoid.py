@@ -14,7 +14,7 @@ class Model(nn.Module):
         return torch.sigmoid(x)
 
 
-batch_size = 16384  # gpu size: 512M floats, 2 GiB in and 2 GiB out (~1.4 ms at ~3 TB/s)
+batch_size = 2048  # gpu size: 256 MiB in, 256 MiB out per input set (at most 256 MiB each: docs/tasks.md, "Sizes")
 dim = 32768
 
 # cpu size: the loader overrides the constants above with these for CPU runs (a few ms on one core).

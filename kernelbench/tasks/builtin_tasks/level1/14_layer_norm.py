@@ -17,7 +17,7 @@ class Model(nn.Module):
         return self.ln(x)
 
 
-batch_size = 32  # gpu size: 512M floats, 2 GiB in and 2 GiB out (~1.4-2 ms at ~3 TB/s)
+batch_size = 4  # gpu size: 256 MiB in, 256 MiB out per input set (at most 256 MiB each: docs/tasks.md, "Sizes")
 seq_len = 4096
 features = 4096
 

@@ -23,7 +23,7 @@ class Model(nn.Module):
                             training=False, eps=self.eps)
 
 
-batch_size = 32  # gpu size: 512M floats, 2 GiB in and 2 GiB out (~1.4 ms at ~3 TB/s)
+batch_size = 4  # gpu size: 256 MiB in, 256 MiB out per input set (at most 256 MiB each: docs/tasks.md, "Sizes")
 num_features = 64
 height = 512
 width = 512

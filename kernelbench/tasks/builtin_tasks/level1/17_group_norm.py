@@ -17,7 +17,7 @@ class Model(nn.Module):
         return self.gn(x)
 
 
-batch_size = 32  # gpu size: 512M floats; statistics pass plus normalise pass (~2 ms at ~3 TB/s)
+batch_size = 4  # gpu size: 256 MiB in, 256 MiB out per input set (at most 256 MiB each: docs/tasks.md, "Sizes")
 num_channels = 64
 num_groups = 8
 height = 512

@@ -13,7 +13,7 @@ class Model(nn.Module):
         return torch.matmul(a, x)
 
 
-m = 32768  # gpu size: A holds 1G floats (4 GiB read, ~1.4 ms at ~3 TB/s)
+m = 1024  # gpu size: 128 MiB in, 0 MiB out per input set (at most 256 MiB each: docs/tasks.md, "Sizes")
 k = 32768
 
 # cpu size: the loader overrides the constants above with these for CPU runs.

@@ -14,7 +14,7 @@ class Model(nn.Module):
         return a * self.s
 
 
-m = 16384  # gpu size: 512M floats, 2 GiB in and 2 GiB out (~1.4 ms at ~3 TB/s)
+m = 2048  # gpu size: 256 MiB in, 256 MiB out per input set (at most 256 MiB each: docs/tasks.md, "Sizes")
 n = 32768
 s = 3.25
 

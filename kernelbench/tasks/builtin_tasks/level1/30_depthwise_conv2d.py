@@ -14,7 +14,7 @@ class Model(nn.Module):
         return self.conv(x)
 
 
-batch_size = 16  # gpu size: 512M floats, 2 GiB in and 2 GiB out; memory-bound (~1.5-3 ms)
+batch_size = 2  # gpu size: 256 MiB in, 256 MiB out per input set (at most 256 MiB each: docs/tasks.md, "Sizes")
 channels = 128
 kernel_size = 3
 height = 512

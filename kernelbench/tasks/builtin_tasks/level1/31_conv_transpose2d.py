@@ -14,7 +14,7 @@ class Model(nn.Module):
         return self.deconv(x)
 
 
-batch_size = 16  # gpu size: 2 * 16 * 64 * 256^2 * 32 * 16 = 69 GFLOP (cuDNN's fp32 deconvolution is slow: ~6 ms)
+batch_size = 8  # gpu size: 128 MiB in, 256 MiB out per input set (at most 256 MiB each: docs/tasks.md, "Sizes")
 in_channels = 64
 out_channels = 32
 kernel_size = 4

@@ -14,7 +14,7 @@ class Model(nn.Module):
         return self.pool(x)
 
 
-batch_size = 64  # gpu size: 1G floats read (4 GiB), a quarter written (~1.7 ms at ~3 TB/s)
+batch_size = 4  # gpu size: 256 MiB in, 64 MiB out per input set (at most 256 MiB each: docs/tasks.md, "Sizes")
 channels = 64
 height = 512
 width = 512

@@ -14,7 +14,7 @@ class Model(nn.Module):
         return F.cross_entropy(logits, targets)
 
 
-batch_size = 65536  # gpu size: 512M logits read (2 GiB, ~1 ms at ~3 TB/s)
+batch_size = 4096  # gpu size: 128 MiB in, 0 MiB out per input set (at most 256 MiB each: docs/tasks.md, "Sizes")
 num_classes = 8192
 
 # cpu size: the loader overrides the constants above with these for CPU runs.

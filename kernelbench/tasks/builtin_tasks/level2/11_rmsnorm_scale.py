@@ -17,7 +17,7 @@ class Model(nn.Module):
         return x * rms * self.weight * self.scale
 
 
-batch_size = 16     # gpu size: 16*4096*4096 = 268M elements (1.07 GB), memory-bound
+batch_size = 4  # gpu size: 256 MiB in, 256 MiB out per input set (at most 256 MiB each: docs/tasks.md, "Sizes")
 seq_len = 4096
 dim = 4096
 eps = 1e-6

@@ -14,7 +14,7 @@ class Model(nn.Module):
         return torch.softmax(torch.bmm(q, k.transpose(1, 2)) * self.scale, dim=-1)
 
 
-batch_heads = 64    # gpu size: 2*64*2048*2048*64 = 34 GFLOP, 1.07 GB of scores
+batch_heads = 16  # gpu size: 16 MiB in, 256 MiB out per input set (at most 256 MiB each: docs/tasks.md, "Sizes")
 seq_len = 2048
 head_dim = 64
 scale = 0.5         # 4/sqrt(head_dim): logits of std ~4, so that rows are not all near 1/seq_len
