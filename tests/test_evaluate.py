@@ -241,7 +241,7 @@ def test_check_calls_keep_only_argument_digests_and_a_sent_string_is_no_digest()
         return report.Frames(payloads={"check/0": memoryview(b"".join(bytes(memoryview(p)) for p in parts))})
 
     ref = SimpleNamespace(outputs=[], timing_outputs=[], check_outputs=[[x * 2]])
-    honest = verdict._candidate_calls(frames_with(call_frames.encode({"outputs": [x * 2], "inputs_after": [x.clone()]})), ref)
+    honest = verdict._candidate_calls(frames_with(call_frames.encode({"outputs": [x * 2], "inputs_after": [x.clone()]})), ref, 1)
     assert honest["checks"][0].inputs_after == [tensor_digest(x)]
     assert compare.inputs_match([tensor_digest(x)], honest["checks"][0].inputs_after) == ""
     parts = call_frames.encode({"outputs": [x * 2], "inputs_after": [None]})
@@ -250,7 +250,7 @@ def test_check_calls_keep_only_argument_digests_and_a_sent_string_is_no_digest()
     body += -body % call_frames.ALIGN
     forged = [(call_frames.PREFIX.pack(call_frames.MAGIC, len(head), body) + head).ljust(body, b"\0")] + parts[1:]
     with pytest.raises(ValueError, match="bad tensor spec in inputs_after"):
-        verdict._candidate_calls(frames_with(forged), ref)
+        verdict._candidate_calls(frames_with(forged), ref, 1)
     assert "input 0" in compare.inputs_match([tensor_digest(x)], [tensor_digest(x)])  # a plain string is no Digest
 
 

@@ -247,6 +247,46 @@ def test_hidden_checks_run_among_the_trials_on_the_given_seeds():
         assert float(ratio.min()) >= 0.5 and float(ratio.max()) <= 2.0 and float(ratio.std()) > 0.05
 
 
+def test_paired_timing_asks_for_the_checks_that_ran_among_the_trials_and_no_more():
+    """In paired timing the parent drew each block's check count, so it asks for exactly the checks those blocks
+    placed (in pool order) and the run child skips the left-overs (`Measurement.verify(leftovers=False)`); a
+    check it was asked for and did not report is `missing`, however many others it sent."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from kernelbench.harness import report, verdict
+    from kernelbench.harness.child import timing
+    from kernelbench.harness.child.outputs import report_value
+
+    pairing = SimpleNamespace(block_checks=(2, 0, 3, 4), rounds_done=3)
+    assert verdict.checks_asked(20, pairing) == 5 and verdict.checks_asked(4, pairing) == 4
+    assert verdict.checks_asked(20, None) == 20  # unpaired: the whole pool, left-overs in the verification round
+    emitted: dict = {}
+    sets = [[torch.ones(64)], [torch.full((64,), 3.0)]]
+    m = timing.Measurement(lambda x: x * 2, sets, "cpu", lambda label, out, b: emitted.update({label: out}),
+                           [(j % 2, 100 + j) for j in range(20)])
+    m.warm_up(1)
+    for count in pairing.block_checks[:pairing.rounds_done]:
+        m.block(8, count)
+        m.send_held()
+    m.verify(leftovers=False)
+    assert sorted(k for k in emitted if k.startswith("check/")) == [f"check/{j}" for j in range(5)]
+    m.verify()  # unpaired: every check of the pool is run and reported
+    assert len([k for k in emitted if k.startswith("check/")]) == 20
+
+    def frames(labels):
+        payloads = {f"check/{j}": memoryview(b"".join(bytes(memoryview(p)) for p in report_value(
+            2 * torch.ones(64), [torch.ones(64)]))) for j in labels}
+        return report.Frames(payloads=payloads)
+
+    ref = SimpleNamespace(outputs=[], timing_outputs=[], check_outputs=[[2 * torch.ones(64)]] * 20)
+    got = verdict._candidate_calls(frames(range(5)), ref, verdict.checks_asked(20, pairing))
+    assert len(got["checks"]) == 5 and all(c is not None for c in got["checks"])
+    short = verdict._candidate_calls(frames([0, 1, 2, 4, 5, 6]), ref, 5)  # check 3 skipped, later ones sent
+    assert short["checks"][3] is None
+
+
 def test_timed_and_check_inputs_are_made_alike_and_digested_for_the_parent():
     """Every timed call's values and every check's come from `check_inputs` (a seed, a generator on the
     set's device): the same seed gives the same numbers, element-wise factors in [0.5, 2] (integers copied),

@@ -37,8 +37,9 @@ def setup(config: EvalConfig, seeds: Seeds, profile: str = "") -> protocol.Setup
 def timing_checks(config: EvalConfig, seeds: Seeds) -> tuple[tuple[int, int], ...]:
     """(timing set, seed) of each hidden check call among the timed trials (timing.Measurement._check): a pool of
     `protocol.CHECK_POOL_FACTOR` times the count expected among the trials (one per paired block on average), since
-    the count per block is random (`paired.draw_checks`, `Measurement.place_checks`); those left over run in the verification round,
-    so the reference computes every one and the parent compares every one. Derived from this evaluation's secret seeds, so the reference and run jobs agree and
+    the count per block is random (`paired.draw_checks`, `Measurement.place_checks`); the reference computes
+    every one; unpaired, those left over run in the verification round and the parent compares every one;
+    paired, the parent asks for those that ran among the trials (`verdict.checks_asked`). Derived from this evaluation's secret seeds, so the reference and run jobs agree and
     nothing the candidate sees before the run predicts them; the seeds give element-wise factors in the timing
     range (`timing.check_inputs`), so a check looks like a trial."""
     if config.timing_checks <= 0:

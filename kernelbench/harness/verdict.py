@@ -103,9 +103,20 @@ def judge(res: protocol.RunResult, out: sandbox.ChildOutcome, policy: str, op_ch
     return found
 
 
-def _candidate_calls(frames: report.Frames, ref: Reference) -> dict[str, Any]:
-    """The run child's reported calls, in the shape `compare_all` reads (each from its own frame)."""
-    n_sets, n_timing, n_checks = len(ref.outputs), len(ref.timing_outputs), len(ref.check_outputs)
+def checks_asked(pool: int, pairing: paired.Pairing | None) -> int:
+    """How many check calls the run child must report: in paired timing, those the parent's drawn counts placed
+    among the blocks that ran (each block places `min(count, what is left of the pool)`, in pool order:
+    `timing.Measurement.place_checks`), and the run child skips the rest (`Measurement.verify`); otherwise the
+    whole pool (`pairing` None: unpaired, every check runs, left-overs in the verification round)."""
+    if pairing is None:
+        return pool
+    return min(pool, sum(pairing.block_checks[:pairing.rounds_done]))
+
+
+def _candidate_calls(frames: report.Frames, ref: Reference, n_checks: int) -> dict[str, Any]:
+    """The run child's reported calls, in the shape `compare_all` reads (each from its own frame); the first
+    `n_checks` check calls (`checks_asked`)."""
+    n_sets, n_timing = len(ref.outputs), len(ref.timing_outputs)
     cand: dict[str, Any] = {"outputs": [], "inputs_after": [], "timing": [], "checks": []}
     for i in range(n_sets):
         call = protocol.CallRecord.from_dict(frames.tensors(f"forward/{i}"))
@@ -195,7 +206,8 @@ def verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, frames: r
                 detail = f"{ref.where(failed)}: {detail}"
         return RunVerdict(RUNTIME_ERROR, detail, run_s=out.wall_s)
     try:
-        cand = _candidate_calls(frames, ref)
+        asked = checks_asked(len(ref.check_outputs), pairing if paired_mode and pairing and not pairing.stopped else None)
+        cand = _candidate_calls(frames, ref, asked)
     except Exception as e:  # what the child sent is untrusted: unreadable means no result
         return RunVerdict(RUNTIME_ERROR, f"unreadable outputs from the run process: {type(e).__name__}", run_s=out.wall_s)
     found = judge(res, out, policy_of(staged.task, config), config.op_checks,
