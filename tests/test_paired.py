@@ -163,6 +163,41 @@ def test_pipes_lines_eof_deadline_and_long_lines():
     assert q.send("T 1") is False  # closed: no exception, just False
 
 
+def test_a_child_reports_a_blocks_checks_only_after_the_parent_has_read_the_block():
+    """`done`, then nothing until the parent's `S`: the parent reads the block's CPU accounting in between, so
+    the reports of the block's check calls (copies and pipe writes) are never counted as the block's untimed
+    work (they were, more on the candidate's side, and an honest slow kernel was `timing_inconsistent`)."""
+    import threading
+    import time
+
+    import torch
+
+    from kernelbench.harness.child import timing
+
+    from_parent, to_child = os.pipe()
+    from_child, to_parent = os.pipe()
+    emitted: list[str] = []
+    m = timing.Measurement(lambda x: x * 2, [[torch.ones(64)]], "cpu", lambda label, out, b: emitted.append(label),
+                           [(0, 7)])
+    child = threading.Thread(target=timing.serve_blocks, args=(m, 1, timing.Channel(from_parent, to_parent)))
+    child.start()
+    parent = timing.Channel(from_child, to_child)
+    try:
+        assert parent.receive(time.perf_counter() + 10).startswith("ready ")
+        parent.send("T 3 1")
+        assert parent.receive(time.perf_counter() + 10) == timing.DONE
+        time.sleep(0.2)
+        assert emitted == []  # held: the block's check is not reported before the parent's word
+        parent.send(timing.SEND)
+        assert parent.receive(time.perf_counter() + 10) == timing.SENT and emitted == ["check/0"]
+        parent.send("E")
+    finally:
+        child.join(timeout=10)
+        for fd in (to_child, from_parent, from_child, to_parent):
+            os.close(fd)
+    assert not child.is_alive()
+
+
 @pytest.fixture(scope="module")
 def relu():
     from pathlib import Path

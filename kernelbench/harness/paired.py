@@ -11,7 +11,8 @@ to 4-11 % for that kernel and 1-3 % for a compute-bound one (docs/harness.md, "M
 Protocol (one line per message over two pipes per child, `kernelbench.harness.child.timing.serve_blocks` is the child
 side): each child warms up and says `ready <ms per call>`; per round the parent sends `T n c` (n trials, c
 hidden check calls among them, the same for both, `draw_checks`) to one child,
-waits for `done` (the block's readings end there) and `sent` (the block's check calls reported), then to the other (the order alternates between rounds); `E` ends it. The reference is
+waits for `done` (the block's readings end there), says `S` once it has read them and waits for `sent` (the
+block's check calls reported), then to the other (the order alternates between rounds); `E` ends it. The reference is
 trusted; the candidate's answers are not: a wrong or missing answer ends the pairing (the candidate's
 verdict then comes from its exit), and the parent times every block itself, so the trial times the
 candidate reports later must fit inside its blocks (`overruns`) and leave no more of them unaccounted for
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 
 from kernelbench.harness import cgroups, protocol, sandbox
 from kernelbench.harness.sandbox_cpu import busiest_thread_s, sandbox_runnable_ns, schedstats, tasks_cpu_s, thread_times  # noqa: F401
-from kernelbench.harness.child.timing import DONE, MIN_TRIALS, SENT, Channel, binomial
+from kernelbench.harness.child.timing import DONE, MIN_TRIALS, SEND, SENT, Channel, binomial
 from kernelbench.harness.paired_judge import (  # noqa: F401  (the judging half, read as `paired.X` too)
     PARALLEL_SLACK, UNACCOUNTED_RATIO, UNACCOUNTED_SLACK, block_medians, overruns, paired_speedup, parallel_work,
     unaccounted, unaccounted_wall)
@@ -232,9 +233,12 @@ def _block(pipes: Pipes, child: sandbox.RunningChild, trials: int, checks: int =
     s1, cpu1 = _reading(child, exact)
     if s1 is FROZEN_FAILED:
         return False, wall, None, FROZEN_FAILED
-    # the block's check calls are reported after it, outside the readings (`timing.Measurement._check`); the
-    # next block starts only once they are out, so the reports never overlap a measured block
-    ok = ok and pipes.receive(child.deadline) == SENT
+    # the block's check calls are reported after it, once the readings are taken (`SEND`): a child that began
+    # reporting at `done` had part of that work counted in the block, more for the candidate (its report pipe is
+    # the one the parent reads and decodes): 30-120 ms more per check of a slow kernel, and an honest one was
+    # rejected `timing_inconsistent` (affine/28's `columns` answer, the cpu-tiny preset, 1 in 8). The next
+    # block starts only once they are out, so the reports never overlap a measured block.
+    ok = ok and pipes.send(SEND) and pipes.receive(child.deadline) == SENT
     runnable = busiest_thread_s(thread_times(s0, None), thread_times(s1, None))
     thread_cpu = busiest_thread_s(thread_times(s0, 0), thread_times(s1, 0))
     cpu = None

@@ -81,3 +81,25 @@ def input_digests(values: list[Any]) -> list[str | None]:
     import torch
 
     return [tensor_digest(v) if isinstance(v, torch.Tensor) else None for v in values]
+
+
+def plain_copy(value: Any) -> Any:
+    """A plain dense copy, on its own device, of a call's output or argument (tensors inside tuples and lists
+    too; anything else as it is): what a held check call keeps until it is reported.
+
+    In the value's own layout when dense (a straight copy): it is untimed work inside a paired block, which
+    `paired.unaccounted` expects to cost alike in both children; a column-major 12 MB output took 7.6 ms to copy
+    transposed, 1.7 ms as it is."""
+    import torch
+
+    if isinstance(value, (tuple, list)):
+        return [plain_copy(v) for v in value] if isinstance(value, list) else tuple(plain_copy(v) for v in value)
+    if isinstance(value, torch.Tensor):
+        shape, stride = tuple(value.shape), tuple(value.stride())
+        if value.layout == torch.strided and non_overlapping_and_dense(shape, stride):
+            plain = torch.empty_strided(shape, stride, dtype=value.dtype, device=value.device)
+        else:
+            plain = torch.empty(shape, dtype=value.dtype, device=value.device)
+        plain.copy_(value.detach())
+        return plain
+    return value

@@ -44,6 +44,7 @@ import torch
 from kernelbench.harness.protocol import CHECK_POOL_FACTOR
 from kernelbench.harness.child.call_inputs import (FACTOR_LEVELS, SCALE_RANGE, Perturbation, check_inputs,  # noqa: F401
                                                    fits, fresh_buffers, write_inputs)
+from kernelbench.harness.child.outputs import plain_copy
 
 
 class Timers(NamedTuple):
@@ -71,17 +72,6 @@ PUBLIC_TIMERS: dict[str, Any] = {"time.perf_counter": time.perf_counter, "time.t
 """Public names of the timers (attribute lookups only; no CUDA context is created)."""
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 
-
-def plain_copy(value: Any) -> Any:
-    """A plain dense copy, on its own device, of a call's output or argument (tensors inside tuples and lists
-    too; anything else as it is): what a held check call keeps until it is reported."""
-    if isinstance(value, (tuple, list)):
-        return [plain_copy(v) for v in value] if isinstance(value, list) else tuple(plain_copy(v) for v in value)
-    if isinstance(value, torch.Tensor):
-        plain = torch.empty(tuple(value.shape), dtype=value.dtype, device=value.device)
-        plain.copy_(value.detach())
-        return plain
-    return value
 
 def _current(name: str) -> Any:
     obj: Any = {"time": time, "torch": torch}[name.split(".")[0]]
@@ -365,6 +355,8 @@ def await_inputs(channel: Channel) -> None:
 
 DONE = "done"
 """Paired timing: a child's answer once a block's trials are over (the parent's reading of the block ends here)."""
+SEND = "S"
+"""Paired timing: the parent's word, once it has read the block's CPU accounting, to report its check calls."""
 SENT = "sent"
 """Paired timing: a child's answer once the block's check calls are reported (outside the measured block)."""
 
@@ -383,6 +375,8 @@ def serve_blocks(m: Measurement, warmup: int, channel: Channel) -> list[list[flo
         if len(parts) == 3 and parts[0] == "T" and parts[1].isdigit() and parts[2].isdigit():
             blocks.append(m.block(int(parts[1]), int(parts[2])))
             channel.send(DONE)
+            if channel.receive() != SEND:  # the parent's readings of the block first: reports are not in them
+                raise RuntimeError("paired timing: no word to send the block's check calls")
             m.send_held()
             channel.send(SENT)
         elif line == "E":
