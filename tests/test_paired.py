@@ -74,6 +74,19 @@ def test_unaccounted_runnable_time_catches_times_reported_too_low():
     assert paired.unaccounted(ref, ref_run, [[1.0]] * 2, (0.012,) * 6, ()) == "malformed timing blocks"
 
 
+def test_unaccounted_time_is_read_from_the_trials_median_so_one_long_trial_cannot_hide_the_rest():
+    """A reported list that keeps its sum (so the block's time looks accounted for) but puts it into one trial
+    claims the median of the others: `[0.1] * 9 + [9.1]` for ten 1 ms calls. Accounted at the median, that
+    leaves the block unaccounted for; an honest list with one slow trial does not."""
+    from kernelbench.harness import paired
+
+    ref, ref_run = [[1.0] * 10] * 6, (0.012,) * 6
+    lie = [[0.1] * 9 + [9.1]] * 6  # sum 10 ms, as an honest block's; median 0.1 ms: "10x"
+    assert paired.unaccounted(ref, ref_run, lie, (0.012,) * 6, ())
+    assert paired.unaccounted_wall(ref, (0.012,) * 6, lie, (0.012,) * 6)
+    assert paired.unaccounted(ref, ref_run, [[1.0] * 9 + [1.6]] * 6, (0.0126,) * 6, ()) == ""  # one slow trial
+
+
 def test_unaccounted_wall_time_when_the_kernel_gives_no_readings():
     # each block: 10 trials of 1 ms in 12 ms of wall time (2 ms of untimed input loading) on both sides
     ref, walls = [[1.0] * 10] * 6, (0.012,) * 6
