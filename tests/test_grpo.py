@@ -200,6 +200,21 @@ def test_preset_headers_name_their_launch_commands():
         assert f"--num_processes {layout.training_processes} " in head, head
 
 
+class _ScriptedEvaluator:
+    """An evaluator stand-in for `ReusingEvaluator`'s tests: the n-th submission of a text gets `verdicts[text][n]`."""
+
+    def __init__(self, verdicts: dict):
+        self.verdicts, self.calls = verdicts, []
+
+    def submit(self, task, src, group=""):
+        from concurrent.futures import Future
+
+        self.calls.append(src)
+        f = Future()
+        f.set_result(self.verdicts[src][self.calls.count(src) - 1])
+        return f
+
+
 def test_reusing_evaluator_evaluates_each_distinct_text_once():
     from concurrent.futures import Future
 
@@ -230,8 +245,6 @@ def test_reusing_evaluator_evaluates_each_distinct_text_once():
 def test_reusing_evaluator_measures_again_after_a_rejection_on_timing_noise():
     """An identical text whose verdict was `rejected` on timing-noise flags alone is measured again (and its new
     verdict shared from then on); a rejection with any other flag is reused as any verdict is."""
-    from concurrent.futures import Future
-
     from kernelbench.harness.result import EvalResult
     from kernelbench.tasks.task import Task
     from train.rollout import ReusingEvaluator
@@ -240,17 +253,7 @@ def test_reusing_evaluator_measures_again_after_a_rejection_on_timing_noise():
                 "cheat": [EvalResult(status="rejected", flags=("timing_inconsistent", "dynamic:torch_compute_op")),
                           EvalResult(status="correct")]}
 
-    class Scripted:
-        def __init__(self):
-            self.calls = []
-
-        def submit(self, task, src, group=""):
-            self.calls.append(src)
-            f = Future()
-            f.set_result(verdicts[src][self.calls.count(src) - 1])
-            return f
-
-    inner = Scripted()
+    inner = _ScriptedEvaluator(verdicts)
     ev = ReusingEvaluator(inner)
     t = Task(id="L1/a", level=1, name="a", origin="builtin", source="x")
     got = [ev.submit(t, s).result().status for s in ("noisy", "noisy", "noisy", "cheat", "cheat")]
@@ -261,8 +264,6 @@ def test_reusing_evaluator_measures_again_after_a_rejection_on_timing_noise():
 def test_reusing_evaluator_with_retries_measures_a_noisy_rejection_again_before_any_sample_gets_it():
     """`noisy_retries`: a rejection on timing noise alone is measured again at once, so no sample of the text
     (the first included) is scored by it; a second noisy rejection past the retries stands."""
-    from concurrent.futures import Future
-
     from kernelbench.harness.result import EvalResult
     from kernelbench.tasks.task import Task
     from train.rollout import ReusingEvaluator
@@ -270,17 +271,7 @@ def test_reusing_evaluator_with_retries_measures_a_noisy_rejection_again_before_
     noisy = EvalResult(status="rejected", flags=("timing_inconsistent",))
     verdicts = {"once": [noisy, EvalResult(status="correct")], "twice": [noisy, noisy, EvalResult(status="correct")]}
 
-    class Scripted:
-        def __init__(self):
-            self.calls = []
-
-        def submit(self, task, src, group=""):
-            self.calls.append(src)
-            f = Future()
-            f.set_result(verdicts[src][self.calls.count(src) - 1])
-            return f
-
-    inner = Scripted()
+    inner = _ScriptedEvaluator(verdicts)
     ev = ReusingEvaluator(inner, noisy_retries=1)
     t = Task(id="L1/a", level=1, name="a", origin="builtin", source="x")
     assert [ev.submit(t, "once").result().status for _ in range(3)] == ["correct"] * 3
