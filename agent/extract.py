@@ -12,8 +12,6 @@ serves every layer of a stack). Stops once N files are written.
 from __future__ import annotations
 
 import os
-import site
-import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -22,6 +20,7 @@ from agent.call_template import Unextractable, make_template, output_tensors, pl
 from agent.entry import Entry
 from agent.hotspots import Hotspots, describe_call
 from agent.task_writer import task_source
+from agent.user_code import ImportPlan, as_a_child_sees, import_plan
 
 
 @dataclass(frozen=True)
@@ -70,43 +69,15 @@ def _capture(model: Any, paths: list[str], entry: Entry) -> dict[str, tuple[Any,
     return found
 
 
-def _hidden_roots() -> tuple[str, ...]:
-    """Folders the harness's sandbox hides ($HOME and /tmp: kernelbench.harness.bwrap.hidden_roots)."""
-    from kernelbench.harness.bwrap import hidden_roots
-
-    return hidden_roots()
-
-
-def class_folders(module: Any) -> list[str]:
-    """The import roots of the submodule's classes that lie outside the interpreter's own packages (the task
-    file puts them on `sys.path`); raises Unextractable for a class the harness's children could not import."""
-    shared = [os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, *site.getsitepackages(), site.getusersitepackages())]
-    folders: list[str] = []
-    for m in module.modules():
-        cls = type(m)
-        mod = sys.modules.get(cls.__module__)
-        name = f"{cls.__module__}.{cls.__qualname__}"
-        if "<locals>" in cls.__qualname__ or mod is None or cls.__module__ == "__main__" \
-                or cls.__module__.startswith("kernel_agent_entry_"):
-            raise Unextractable(f"class {name} is defined in the ENTRY script itself or in a function; define it "
-                                f"in an importable module")
-        file = os.path.realpath(getattr(mod, "__file__", "") or "")
-        if not file or any(file.startswith(s + os.sep) for s in shared):
-            continue
-        depth = cls.__module__.count(".") + (1 if os.path.basename(file) == "__init__.py" else 0)
-        root = os.path.dirname(file)
-        for _ in range(depth):
-            root = os.path.dirname(root)
-        if any(root == h or root.startswith(h + os.sep) for h in _hidden_roots()):
-            raise Unextractable(f"class {name} is defined under {root}, which the harness's sandbox hides "
-                                f"(it sees neither $HOME nor /tmp); install the package or move it")
-        if root not in folders:
-            folders.append(root)
-    return folders
+def _check(source: str, module: Any, call: tuple[Any, Any, Any], tensors: list[Any], device: str,
+           plan: ImportPlan) -> None:
+    """The written file works as a task (module docstring), imported as a harness child would import it
+    (`agent.user_code.as_a_child_sees`); raises Unextractable saying which step failed."""
+    with as_a_child_sees(list(plan.sources)):
+        _check_here(source, module, call, tensors, device)
 
 
-def _check(source: str, module: Any, call: tuple[Any, Any, Any], tensors: list[Any], device: str) -> None:
-    """The written file works as a task (module docstring); raises Unextractable saying which step failed."""
+def _check_here(source: str, module: Any, call: tuple[Any, Any, Any], tensors: list[Any], device: str) -> None:
     import torch
 
     from kernelbench.harness.compare import compare_outputs
@@ -166,9 +137,10 @@ def extract_hotspots(entry: Entry, hotspots: Hotspots, n: int, out_dir: str, dev
                 raise Unextractable(f"same class and arguments as {served[key]}: its task file serves both")
             plain_output(output)
             template, tensors = make_template(args, kwargs)
+            plan = import_plan(module)
             source = task_source(entry=entry.spec, path=row.path, module=module, share=row.share,
-                                 device=device, template=template, tensors=tensors, folders=class_folders(module))
-            _check(source, module, calls[row.path], tensors, device)
+                                 device=device, template=template, tensors=tensors, plan=plan)
+            _check(source, module, calls[row.path], tensors, device, plan)
         except Unextractable as e:
             skipped.append(Skipped(row.path, str(e)))
             continue

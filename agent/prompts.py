@@ -10,6 +10,8 @@ exceeds its token budget.
 
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -340,6 +342,33 @@ def _guide_and_example(settings: PromptSettings) -> tuple[str, str]:
     return DEVICE_GUIDE[device], EXAMPLE_SOLUTION[device]
 
 
+_BLOB_PART = re.compile(r"^_BLOB = \(.*?^\)$", re.S | re.M)
+_SOURCES_PART = re.compile(r"^_SOURCES = (\{.*?^\})$", re.S | re.M)
+CARRIED_READ_LIMIT = 12000
+"""Characters of the user modules an extracted task carries that the model reads, at most."""
+
+
+def readable_task(task_source: str) -> str:
+    """The task as the model reads it. In an extracted task file (`agent.task_writer`) the base64 blob (thousands of
+    tokens no model gains from) is left out, and the user modules the file carries are shown as source text
+    instead of one escaped literal; the harness runs the whole file."""
+    task_source = _BLOB_PART.sub("_BLOB = (...)  # base64 of the submodule's pickled structure and buffers "
+                                 "(left out here)", task_source, count=1)
+    found = _SOURCES_PART.search(task_source)
+    if found:
+        try:
+            carried = ast.literal_eval(found.group(1))
+            text = "\n".join(f"--- module {name} ({file}) ---\n{source}" for name, (_, file, source) in carried.items())
+        except (ValueError, SyntaxError, TypeError):
+            text = "(not readable)"
+        if len(text) > CARRIED_READ_LIMIT:
+            text = text[:CARRIED_READ_LIMIT] + "\n... (cut)"
+        shown = "\n".join("# " + line if line else "#" for line in text.splitlines())
+        task_source = (task_source[:found.start()] + "_SOURCES = {...}  # the user's modules this file carries "
+                       "(Model's classes come from them); their source:\n" + shown + task_source[found.end():])
+    return task_source.strip()
+
+
 def task_message(task_source: str, settings: PromptSettings) -> str:
     """The turn-1 user message: task, rules, answer format, worked example."""
     guide, example = _guide_and_example(settings)
@@ -350,16 +379,18 @@ def task_message(task_source: str, settings: PromptSettings) -> str:
         start = rules.index("- Create parameters")
         rules = rules[:start] + WEIGHTS_RULE + rules[rules.index("\n- ", start):]
     return TASK_TEMPLATE.format(
-        hardware=settings.hardware, device_guide=guide, task_source=task_source.strip(),
+        hardware=settings.hardware, device_guide=guide, task_source=readable_task(task_source),
         format_rules=rules, answer_rules=ANSWER_RULES, example_problem=EXAMPLE_PROBLEM, example_solution=example)
 
 
 def compact_task_message(task_source: str, settings: PromptSettings) -> str:
     """The turn-1 user message of the `compact` style: one line of instructions and the task."""
     if language_of(settings.device, settings.language) == "triton":
-        return COMPACT_TASK_TEMPLATE_TRITON.format(hardware=settings.hardware, task_source=task_source.strip())
+        return COMPACT_TASK_TEMPLATE_TRITON.format(hardware=settings.hardware,
+                                                   task_source=readable_task(task_source))
     kind = COMPACT_KERNEL_KIND.get(settings.device, COMPACT_KERNEL_KIND["cuda"])
-    return COMPACT_TASK_TEMPLATE.format(kernel_kind=kind, hardware=settings.hardware, task_source=task_source.strip())
+    return COMPACT_TASK_TEMPLATE.format(kernel_kind=kind, hardware=settings.hardware,
+                                        task_source=readable_task(task_source))
 
 
 def attempt_text(number: int, attempt: Attempt) -> str:

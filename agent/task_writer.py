@@ -1,7 +1,8 @@
 """One submodule of a user's model as the source of a KernelBench-format task file.
 
-The file is self-contained: it needs the submodule's classes importable (from an installed package, or from a
-folder it names, which the harness's sandbox must see) and nothing else of the user's code. It holds:
+The file is self-contained: it needs the submodule's classes importable (from an installed package, from a
+folder it names that the harness's sandbox sees, or from the user modules it carries: `agent.user_code`) and
+nothing else of the user's code. It holds:
 - the submodule's structure, pickled with its tensors on the `meta` device (no weights), and the values of its
   buffers (rotary tables and the like, which no random draw can stand in for), base64 in `_BLOB`;
 - for each parameter the mean and standard deviation of the user's weights: `Model()` draws its parameters
@@ -11,8 +12,9 @@ folder it names, which the harness's sandbox must see) and nothing else of the u
   the captured values;
 - `KEEP_STATE_DICT = True`: the harness checks that `ModelNew` has `Model`'s parameter and buffer names and shapes,
   and judges it with `Model`'s weights loaded (docs/harness.md), so the kernel can take the trained weights later.
-`Model` adopts the submodule's attributes, so its `state_dict` names are the submodule's own (`gate_proj.weight`,
-never `inner.gate_proj.weight`) and its forward is the submodule's class's forward on them.
+`Model` subclasses the submodule's class and adopts its attributes, so its `state_dict` names are the submodule's
+own (`gate_proj.weight`, never `inner.gate_proj.weight`) and its forward is the class's forward on them (an
+`nn.Sequential` iterates itself as it did in the model).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import copy
 import io
 import textwrap
 from typing import Any
+
+from agent.user_code import ImportPlan
 
 MAX_EMBEDDED = 1 << 16
 """Elements of a buffer or a non-floating input written into the file by value, at most; more is unextractable."""
@@ -40,7 +44,8 @@ loads Model's weights into it, and `kernel-agent apply` later loads the trained 
 """
 
 import base64
-import inspect
+import importlib.abc
+import importlib.util
 import io
 import sys
 
@@ -57,7 +62,7 @@ INPUTS = {inputs!r}
 for _folder in {folders!r}:  # where the submodule's classes are defined (outside the interpreter's packages)
     if _folder not in sys.path:
         sys.path.insert(0, _folder)
-_BLOB = (
+{carried}_BLOB = (  # base64 of the submodule's pickled structure and buffers
 {blob}
 )
 _CACHE = {{}}
@@ -79,9 +84,9 @@ def _arguments(node, inputs):
     return [_arguments(n, inputs) for n in node["list"]]
 
 
-class Model(nn.Module):
+class Model(type(_blob()["structure"])):  # the submodule's own class: its methods, properties and dunders
     def __init__(self):
-        super().__init__()
+        nn.Module.__init__(self)  # not the class's own __init__, whose arguments the file does not know
         blob = _blob()
         inner = blob["structure"].to_empty(device="cpu")
         with torch.no_grad():
@@ -91,20 +96,11 @@ class Model(nn.Module):
             for name, b in inner.named_buffers():
                 b.copy_(blob["buffers"][name])
         self.__dict__.update(inner.__dict__)  # its parameters, buffers, children and settings, under their own names
-        self.__dict__["_submodule_class"] = type(inner)
-        self.__dict__["_submodule_forward"] = type(inner).forward
-
-    def __getattr__(self, name):  # the submodule's class attributes and methods, bound to this instance
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            value = inspect.getattr_static(self.__dict__["_submodule_class"], name)
-            return value.__get__(self, type(self)) if hasattr(value, "__get__") else value
 
     def forward(self, *inputs):
         args = [_arguments(n, inputs) for n in CALL["args"]]
         kwargs = {{k: _arguments(n, inputs) for k, n in CALL["kwargs"].items()}}
-        return self._submodule_forward(self, *args, **kwargs)  # an instance attribute: not bound, self given
+        return super().forward(*args, **kwargs)
 
 
 def get_inputs():
@@ -122,6 +118,34 @@ def get_inputs():
 def get_init_inputs():
     return []
 '''
+
+
+CARRIED = '''_SOURCES = {{
+{entries}
+}}
+"""The user's modules the harness's sandbox cannot read from disk: name -> (is a package, file, source)."""
+
+
+class _CarriedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves _SOURCES to `import` (and to unpickling the structure) by name."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in _SOURCES:
+            return None
+        is_package, file, _ = _SOURCES[name]
+        return importlib.util.spec_from_loader(name, self, origin=file, is_package=is_package)
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        module.__file__ = module.__spec__.origin
+        exec(compile(_SOURCES[module.__name__][2], module.__file__, "exec"), module.__dict__)
+
+
+sys.meta_path.insert(0, _CarriedModules())
+'''
+"""The task file's part that carries user modules (`agent.user_code`), when it carries any."""
 
 
 def _meta_copy(module: Any) -> Any:
@@ -201,12 +225,14 @@ def class_sources(module: Any) -> str:
 
 
 def task_source(*, entry: str, path: str, module: Any, share: float, device: str, template: dict[str, Any],
-                tensors: list[Any], folders: list[str]) -> str:
+                tensors: list[Any], plan: ImportPlan) -> str:
     """The task file's text (see the module docstring); raises Unextractable from `blob_of`."""
     blob, inputs = blob_of(module, tensors)
     lines = "\n".join(f'    "{blob[i:i + 100]}"' for i in range(0, len(blob), 100))
+    entries = "\n".join(f"    {name!r}: {value!r}," for name, value in plan.sources.items())
+    carried = CARRIED.format(entries=entries) + "\n\n" if plan.sources else ""
     text = HEADER.format(title=f"{path} ({type(module).__name__}) of {entry}", entry=entry, path=path,
                          kind=type(module).__name__, share=share, device=device, state=state_lines(module),
-                         call=template, inputs=inputs, folders=folders, blob=lines)
+                         call=template, inputs=inputs, folders=plan.folders, carried=carried, blob=lines)
     return text + "\n\n# What the submodule computes (its classes' source, for reading; Model above runs it):\n" \
         + class_sources(module) + "\n"

@@ -227,3 +227,66 @@ def test_optimize_on_an_extracted_task_writes_best(extracted, build_cache_dir, t
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Keep `Model`'s parameter and buffer names" in prompt
     assert "class ModelNew" in (out / "best.py").read_text()
+
+
+SCRIPT_SRC = '''
+import torch
+import torch.nn as nn
+from helpers import act
+
+
+class Mixer(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.w = nn.Linear(d, d)
+
+    def forward(self, x):
+        return act(self.w(x)) + x
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.mix = nn.Sequential(Mixer(256), Mixer(256))
+
+    def forward(self, x):
+        return self.mix(x)
+
+
+def build():
+    torch.manual_seed(0)
+    return Net(), torch.randn(32, 256)
+'''
+
+
+def test_classes_in_the_users_own_script_under_tmp_travel_in_the_task_file(tmp_path, capsys):
+    """The usual place for a user's model: a script under $HOME or /tmp, which the harness's sandbox hides, with
+    a sibling module: the task file carries both sources, runs in the sandbox's reference child, and an
+    `nn.Sequential` of them extracts too (it iterates itself)."""
+    from kernelbench.harness import reference, sandbox
+    from kernelbench.harness.build_tree import remove_tree
+    from kernelbench.harness.child.inputs import draw_seeds
+    from agent.prompts import PromptSettings, task_message
+
+    (tmp_path / "helpers.py").write_text("import torch\n\n\ndef act(x):\n    return torch.nn.functional.silu(x) * 1.5\n")
+    (tmp_path / "train.py").write_text(SCRIPT_SRC)
+    proc = subprocess.run([sys.executable, "-m", "cli", "hotspots", f"{tmp_path / 'train.py'}:build", "--device",
+                           "cpu", "--extract", "2", "--out", str(tmp_path / "tasks"), "--json"], cwd=REPO,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    written = {w["path"]: w["file"] for w in json.loads(proc.stdout)["extraction"]["written"]}
+    assert set(written) == {"mix", "mix.0"}, proc.stdout[-2000:]
+    config = replace(EvalConfig(device="cpu", size="cpu"), timing_trials=3, warmup_trials=1)
+    for path, file in written.items():
+        source = open(file).read()
+        assert "'helpers': (False," in source and "'kernel_agent_entry_train':" in source
+        with sandbox.SlotLease() as slot:
+            scratch = sandbox.make_scratch(slot.uid, prefix="ka-test-ref-")
+            try:
+                ref = reference.run_reference(read_task_file(file), config, draw_seeds(2, 1, 1), slot, scratch)
+            finally:
+                remove_tree(scratch)
+        assert ref.outputs and ref.timing["median_ms"] > 0, path
+    prompt = task_message(open(written["mix"]).read(), PromptSettings(device="cpu", hardware="a CPU"))
+    assert "#     return torch.nn.functional.silu(x) * 1.5" in prompt  # the carried helper, readable
+    assert "_BLOB = (...)" in prompt and "UEsDB" not in prompt  # no base64 for the model to read
