@@ -20,7 +20,7 @@ import os
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable, Iterator, Protocol
 
 from agent.parsing import format_error_result, parse_response
 from agent.policy import Completion, Conversation, Policy, SamplingConfig
@@ -131,6 +131,24 @@ class Trajectory:
                    inherited_turns=d.get("inherited_turns", 0), parent=d.get("parent", ""), round=d.get("round", 0))
 
 
+def read_trajectories(path: str) -> Iterator[Trajectory]:
+    """The trajectories of a JSONL log in order. A line that is not JSON is a write a crash tore (the log's next
+    append starts a new line after it: `TrajectoryLog.append`) and is skipped; a JSON line that is not a
+    trajectory is an error naming the file and line, never a record dropped in silence."""
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except ValueError:
+                continue  # torn by a crash mid-write
+            try:
+                yield Trajectory.from_dict(data)
+            except (ValueError, KeyError, TypeError) as e:
+                raise ValueError(f"{path}:{number}: not a trajectory record: {type(e).__name__}: {e}") from None
+
+
 class TrajectoryLog:
     """Append-only JSONL of finished trajectories; the resume point of an interrupted run."""
 
@@ -144,13 +162,8 @@ class TrajectoryLog:
         done: dict[tuple[str, str], Trajectory] = {}
         if not os.path.exists(self.path):
             return done
-        with open(self.path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    traj = Trajectory.from_dict(json.loads(line))
-                except (ValueError, KeyError, TypeError):
-                    continue
-                done[(traj.task_id, traj.traj_id)] = traj
+        for traj in read_trajectories(self.path):
+            done[(traj.task_id, traj.traj_id)] = traj
         return done
 
     def append(self, traj: Trajectory) -> None:

@@ -62,10 +62,12 @@ def resolve_task(spec: str, what: str = "--task"):
 
 
 def _summary(task_id: str, r) -> str:
-    c = r.conditions
+    from rewards import ScoreConfig
+
+    c, score = r.conditions, ScoreConfig().score(r)
     lines = [f"{task_id}: {r.status}" + (f"  speedup {r.speedup:.3g}x ({r.runtime_ms:.4g} ms vs {r.ref_runtime_ms:.4g} ms)"
                                          if r.correct else ""),
-             f"  score {r.score:.3g}  compile {r.compile_s:.1f} s{' (cached)' if r.cached_build else ''}  run {r.run_s:.1f} s",
+             f"  score {'-' if score is None else format(score, '.3g')} (default reward settings)  compile {r.compile_s:.1f} s{' (cached)' if r.cached_build else ''}  run {r.run_s:.1f} s",
              f"  {c.device} {c.device_name} | torch {c.torch_version} | sandbox {c.sandbox or '-'} | policy {c.op_policy}"]
     if r.flags:
         lines.append("  flags: " + ", ".join(r.flags))

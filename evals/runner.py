@@ -213,6 +213,7 @@ def load_baselines(config: BenchConfig, tasks: list[Task], say: Callable[[str], 
 def resume_jobs(tasks: list[Task], trajectories: int, turns: int, done: list[dict[str, Any]]):
     """(job, turns still to run) for every trajectory that is not finished, with its finished turns as history."""
     from agent.episode import Job, Turn
+    from rewards import ScoreConfig
 
     have: dict[tuple[str, str], dict[int, dict[str, Any]]] = defaultdict(dict)
     for rec in done:
@@ -225,8 +226,8 @@ def resume_jobs(tasks: list[Task], trajectories: int, turns: int, done: list[dic
                 rec = got[len(history)]
                 history.append(Turn(index=len(history), prompt=[], response=rec.get("response", ""),
                                     reasoning=rec.get("reasoning", ""), summary=rec.get("summary", ""),
-                                    candidate=rec.get("candidate", ""), result=EvalResult.from_dict(rec["result"]),
-                                    score=float(rec["result"].get("score", 0.0))))
+                                    candidate=rec.get("candidate", ""), result=(r := EvalResult.from_dict(rec["result"])),
+                                    score=ScoreConfig().score(r)))
             if len(history) < turns:
                 yield Job(task=task, traj_id=str(i), history=tuple(history)), turns - len(history)
 

@@ -46,6 +46,7 @@ def prebuild(config: TrainConfig, jobs: list[tuple[str, str, str]], say=print) -
     on the core SFT leaves free."""
     from kernelbench.tasks.catalog import find_task
     from kernelbench.harness.evaluate import evaluate
+    from train.multiturn_rollout import scoring_of
     from train.rollout import NOISY_FLAGS
 
     found: dict[str, Any] = {}
@@ -59,7 +60,7 @@ def prebuild(config: TrainConfig, jobs: list[tuple[str, str, str]], say=print) -
             retried = ", ".join(r.flags)
             say(f"prebuild {task_id} {label}: rejected on timing noise alone [{retried}], measuring once more")
             r = evaluate(find_task(task_id), code, config.eval)
-        found[f"{task_id}:{label}"] = {"status": r.status, "speedup": r.speedup, "score": r.score,
+        found[f"{task_id}:{label}"] = {"status": r.status, "speedup": r.speedup, "score": scoring_of(config).score(r),
                                        "runtime_ms": r.runtime_ms, "wall_s": time.perf_counter() - t,
                                        "flags": list(r.flags), "feedback": r.feedback, "retried_after": retried}
         why = f" [{', '.join(r.flags)}]" if r.status != "correct" and r.flags else ""

@@ -107,7 +107,8 @@ def write_pipeline_report(out: str, summary: dict[str, Any]) -> str:
         lines += ["Answers through the harness (first answers `rows` / `crossed`, second answers `rows` / `columns`):", "",
                   "| task:answer | status | speedup | score |", "|---|---|---|---|"]
         lines += [f"| {k} | {v['status']}{' (' + ', '.join(v['flags']) + ')' if v.get('flags') else ''} "
-                  f"| {v['speedup']:.2f} | {v['score']:.2f} |" for k, v in built.items()]
+                  f"| {v['speedup']:.2f} | {'-' if v['score'] is None else format(v['score'], '.2f')} |"
+                  for k, v in built.items()]
         lines.append("")
     if records:
         _plot_curves(records, os.path.join(out, "reward.png"))

@@ -6,22 +6,17 @@ policy wrote and their mean score, and the share of trajectories whose second tu
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Iterator
 
 
 def _trajectories(rl_out: str) -> Iterator[tuple[int, Any]]:
-    from agent.episode import Trajectory
+    from agent.episode import read_trajectories
 
     for path in sorted(Path(rl_out, "trajectories").glob("step_*.jsonl")):  # step_N.jsonl, step_N-RANK.jsonl
         step = int(path.stem.split("_")[1].split("-")[0])
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    yield step, Trajectory.from_dict(json.loads(line))
-                except (ValueError, KeyError, TypeError):
-                    continue  # a torn last line of an interrupted run
+        for traj in read_trajectories(str(path)):
+            yield step, traj
 
 
 def per_step(rl_out: str, codes: dict[str, str]) -> list[dict[str, Any]]:

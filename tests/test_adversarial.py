@@ -37,6 +37,7 @@ from kernelbench.harness.evaluate import evaluate
 from kernelbench.harness.result import (COMPILE_ERROR, CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR, TIMEOUT,
                                 EvalResult)
 from kernelbench.tasks.task import Task
+from rewards import kernel_score
 
 ADVERSARIAL = Path(__file__).parent / "adversarial"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -291,11 +292,11 @@ def config(cache: str, static_checks: bool = True, **overrides: Any) -> EvalConf
 
 
 def describe(result: EvalResult) -> str:
-    return f"status={result.status} score={result.score} flags={result.flags}\n{result.feedback}"
+    return f"status={result.status} score={kernel_score(result)} flags={result.flags}\n{result.feedback}"
 
 
 def assert_zero(result: EvalResult) -> None:
-    assert result.score == 0.0 and not result.correct and result.speedup == 0.0, describe(result)
+    assert kernel_score(result) == 0.0 and not result.correct and result.speedup == 0.0, describe(result)  # None: unpunished
 
 
 def assert_static_reject(result: EvalResult, flags: tuple[str, ...]) -> None:

@@ -151,7 +151,7 @@ def _task() -> Task:
 def test_results_log_cuts_a_torn_line_and_resume_rebuilds_history(tmp_path):
     log = ResultsLog(str(tmp_path / "results.jsonl"))
     task = _task()
-    ok = EvalResult(status="correct", correct=True, speedup=1.5, score=1.8, feedback="1.5x faster")
+    ok = EvalResult(status="correct", correct=True, speedup=1.5, feedback="1.5x faster")
     log.append(make_record(task, "0", 0, EvalResult(status="format_error", feedback="no code"), candidate=""))
     log.append(make_record(task, "0", 1, ok, candidate="code-1", summary="s1"))
     log.append(make_record(task, "1", 1, ok, candidate="orphan"))    # turn 1 without turn 0: not history

@@ -7,6 +7,7 @@ harness on small C++ ReLU candidates written here (a compile error, a slow one, 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -127,7 +128,7 @@ class ScriptedEvaluator:
         if src.strip() == BROKEN_SRC.strip() or "BROKEN" in src:
             return EvalResult(status="compile_error", feedback="error: expected ';' before 'int' (line 12)")
         speed = 0.2 if (src.strip() == SLOW_SRC.strip() or "SLOW" in src) else 1.7
-        return EvalResult(status="correct", compiled=True, correct=True, speedup=speed, score=0.3 + speed,
+        return EvalResult(status="correct", compiled=True, correct=True, speedup=speed,
                           runtime_ms=1.0 / speed, ref_runtime_ms=1.0, feedback=f"correct; speedup {speed}x")
 
     def submit(self, task: Task, src: str, group="") -> Future:
@@ -286,3 +287,19 @@ def test_beam_keeps_the_best_and_replicates_them(tmp_path):
         # The continuation's first prompt shows the parent's two attempts.
         assert "Attempt 2" in t.turns[2].prompt[-1]["content"] and "Attempt 3" not in t.turns[2].prompt[-1]["content"]
     assert sum(n for n, _ in policy.calls) == 6 * 4 and policy.calls[0][0] == 6
+
+
+def test_a_trajectory_log_skips_a_torn_write_and_refuses_a_foreign_record(tmp_path):
+    from agent.episode import TrajectoryLog, read_trajectories
+
+    log = TrajectoryLog(str(tmp_path / "t.jsonl"))
+    good = Trajectory(task_id="L1/01", traj_id="0/0", turns=())
+    log.append(good)
+    with open(log.path, "a", encoding="utf-8") as f:
+        f.write('{"task_id": "L1/01", "traj_')  # a crash mid-write
+    log.append(replace(good, traj_id="0/1"))  # the next append starts a fresh line after the torn one
+    assert [t.traj_id for t in read_trajectories(log.path)] == ["0/0", "0/1"]
+    with open(log.path, "a", encoding="utf-8") as f:
+        f.write('{"step": 3, "loss": 0.5}\n')  # JSON, but not a trajectory: an error, never dropped in silence
+    with pytest.raises(ValueError, match=r"t.jsonl:4: not a trajectory record"):
+        log.load()

@@ -20,6 +20,7 @@ from kernelbench.harness.evaluate import evaluate
 from kernelbench.executors.evaluator import Evaluator
 from kernelbench.harness.result import EvalResult
 from kernelbench.tasks.task import Task
+from rewards import kernel_score
 
 FIXTURES = Path(__file__).parent / "fixtures" / "core"
 
@@ -54,7 +55,8 @@ def test_correct_relu_is_correct_timed_and_recorded(cfg):
     # paired timing (CPU default): the speedup is the median of per-round ratios, near the ratio of the medians
     assert r.runtime_ms > 0 and r.ref_runtime_ms > 0 and r.conditions.timing_rounds == cfg.timing_rounds
     assert 0.5 < r.speedup / (r.ref_runtime_ms / r.runtime_ms) < 2
-    assert r.score == pytest.approx(0.3 + r.speedup)
+    assert kernel_score(r) == pytest.approx(0.3 + r.speedup)  # the score is rewards/' alone
+    assert "score" not in r.to_dict()
     c = r.conditions
     assert c.device == "cpu" and c.cpu_threads == 1 and c.device_name and c.torch_version == torch.__version__
     assert c.correctness_trials == cfg.correctness_trials + cfg.extra_distribution_trials == len(c.input_seeds)
@@ -74,9 +76,18 @@ def test_correct_relu_is_correct_timed_and_recorded(cfg):
     assert again.conditions.init_seed != c.init_seed  # fresh seeds each evaluation
 
 
+def test_a_reduced_precision_type_is_noted_in_a_correct_results_feedback(cfg):
+    """`static_checks.source_warnings` rejects nothing; the model reads what was seen."""
+    src = fixture("relu_ok.py").replace("auto xc = x.contiguous();", "auto xc = x.contiguous(); (void)at::kHalf;")
+    r = evaluate(RELU, src.replace("core_relu_ok", "core_relu_noted"), cfg)
+    assert r.status == "correct", r.feedback
+    assert "note: reduced-precision type in kernel: 'at::kHalf'" in r.feedback
+    assert "note:" not in evaluate(RELU, fixture("relu_ok.py"), cfg).feedback
+
+
 def test_wrong_kernel_is_incorrect_with_the_mismatch(cfg):
     r = evaluate(RELU, fixture("relu_off_by_one.py"), cfg)
-    assert r.status == "incorrect" and not r.correct and r.score == 0.0
+    assert r.status == "incorrect" and not r.correct and kernel_score(r) == 0.0
     assert r.max_abs_error == pytest.approx(1.0)
     assert "outside atol" in r.feedback and "expected" in r.feedback
 
@@ -96,7 +107,7 @@ def test_crashes_hangs_and_exits_are_results(cfg):
     ex = evaluate(fault_task(3), src, cfg)
     assert ex.status == "runtime_error" and "without reporting" in ex.feedback, ex.feedback
     hang = evaluate(fault_task(2), src, replace(cfg, run_timeout_s=20))
-    assert hang.status == "timeout" and hang.score == 0.0
+    assert hang.status == "timeout" and kernel_score(hang) == 0.0
     after = evaluate(RELU, fixture("relu_ok.py"), cfg)  # the harness goes on
     assert after.status == "correct"
 
@@ -134,7 +145,7 @@ def test_input_mutation_is_caught(pycfg):
 def test_timer_patching_is_rejected(pycfg):
     src = py_candidate("return torch.relu(x)", top="import time\ntime.perf_counter = lambda: 0.0\n")
     r = evaluate(RELU, src, pycfg)
-    assert r.status == "rejected" and "dynamic:timer_patched" in r.flags and r.score == 0.0
+    assert r.status == "rejected" and "dynamic:timer_patched" in r.flags and kernel_score(r) == 0.0
 
 
 def test_thread_started_in_forward_cannot_start(pycfg):
@@ -142,7 +153,7 @@ def test_thread_started_in_forward_cannot_start(pycfg):
     forward, a fault of the candidate's, score 0."""
     forward = "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\nreturn torch.relu(x)"
     r = evaluate(RELU, py_candidate(forward), pycfg)
-    assert r.status == "runtime_error" and "thread" in r.feedback and r.score == 0.0, r.feedback
+    assert r.status == "runtime_error" and "thread" in r.feedback and kernel_score(r) == 0.0, r.feedback
 
 
 def test_sys_exit_in_forward_is_runtime_error(pycfg):
@@ -294,7 +305,7 @@ def test_frames_written_by_the_candidate_void_its_report(pycfg):
            "    except OSError:\n"
            "        pass\n")
     r = evaluate(RELU, py_candidate("return torch.relu(x)", top=top), pycfg)
-    assert r.status == "rejected" and r.score == 0.0, r.feedback
+    assert r.status == "rejected" and kernel_score(r) == 0.0, r.feedback
     assert "dynamic:harness_tampered" in r.flags or "timing_inconsistent" in r.flags, r.flags
 
 

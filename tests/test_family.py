@@ -14,6 +14,7 @@ from agent.prompts import PromptSettings
 from agent.policy import SamplingConfig
 from jobs.probes import RefineContext, family_codes, refine_probe
 from kernelbench.harness.child.outputs import non_overlapping_and_dense
+from kernelbench.harness.result import EvalResult
 from kernelbench.tasks.family import affine_layout
 from train.family_examples import drawn_feedback
 from train.grpo import resolve_tasks
@@ -121,8 +122,6 @@ def test_the_bars():
 def test_the_prebuild_measures_a_known_answer_once_more_after_a_rejection_on_timing_noise(monkeypatch):
     """A loaded machine can disturb the paired timing of a known-good answer: one more measurement, logged;
     a second rejection stands (and stops the run), and a rejection for anything else gets no retry."""
-    from types import SimpleNamespace
-
     from jobs import pipeline
     from kernelbench.executors.evaluator import HarnessBroken
     from kernelbench.harness import evaluate as evaluate_module
@@ -133,8 +132,8 @@ def test_the_prebuild_measures_a_known_answer_once_more_after_a_rejection_on_tim
 
         def fake(task, code, config):
             flags = queue.pop(0)
-            return SimpleNamespace(status="rejected" if flags else "correct", flags=tuple(flags), speedup=2.0,
-                                   score=2.3, runtime_ms=1.0, feedback="status: ...")
+            return EvalResult(status="rejected" if flags else "correct", correct=not flags, flags=tuple(flags),
+                              speedup=0.0 if flags else 2.0, runtime_ms=1.0, feedback="status: ...")
         return fake
 
     job = [("affine/24", "rows", "code")]

@@ -57,10 +57,10 @@ def test_model_server_refusal_is_exit_3_with_one_line(tmp_path, capsys):
 
 def turn(index, status, speedup=0.0, summary="s"):
     correct = status == "correct"
-    result = EvalResult(status=status, correct=correct, speedup=speedup, score=(0.3 + speedup) * correct,
+    result = EvalResult(status=status, correct=correct, speedup=speedup,
                         runtime_ms=1.0 / speedup if speedup else 0.0, ref_runtime_ms=1.0, feedback=f"{status} fb")
     return Turn(index=index, prompt=[], response="", reasoning="", summary=summary,
-                candidate=f"# kernel {index} {speedup}", result=result, score=result.score)
+                candidate=f"# kernel {index} {speedup}", result=result, score=(0.3 + speedup) * correct)
 
 
 def test_report_table_chart_and_best(tmp_path):

@@ -197,7 +197,7 @@ def test_correct_cpp_candidate_carries_both_tables_in_result_and_feedback(cfg):
     assert "your kernel: 1 launch" in r.feedback and "reference: 1 launch" in r.feedback
     assert EvalResult.from_dict(json.loads(r.to_json())) == r
     off = evaluate(RELU, (FIXTURES / "relu_ok.py").read_text(), replace(cfg, profile="off"))
-    assert (off.status, off.flags, off.score > 0) == (r.status, r.flags, True)
+    assert (off.status, off.flags, off.correct) == (r.status, r.flags, True)
     assert off.profile == Profile() and "profile" not in off.feedback
 
 

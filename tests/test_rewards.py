@@ -89,6 +89,15 @@ def test_invalid_speedup_on_a_correct_result_is_a_fault(bad):
     assert kernel_score(result(REJECTED, speedup=bad)) == 0.0
 
 
+def test_a_training_run_sets_its_score_from_its_config():
+    from train.config import TrainConfig, from_dict
+    from train.multiturn_rollout import scoring_of
+
+    config = from_dict(TrainConfig, {"correctness_weight": 0.5, "speedup_cap": 2})
+    assert scoring_of(config).score(result(CORRECT, speedup=5.0)) == pytest.approx(2.5)
+    assert scoring_of(TrainConfig()).score(result(CORRECT, speedup=5.0)) == pytest.approx(5.3)
+
+
 def test_score_config_defaults_and_validation():
     cfg = ScoreConfig()
     assert (cfg.correctness_weight, cfg.speedup_cap) == (0.3, None)
@@ -273,3 +282,18 @@ def test_pipeline_hand_computed():
     std = math.sqrt(((0.52 - 0.655) ** 2 + (0.8 - 0.655) ** 2 + (1.3 - 0.655) ** 2 + 0.655 ** 2) / 3)
     assert adv == pytest.approx([(0.52 - 0.655) / std, 0.0, (0.8 - 0.655) / std,
                                  (1.3 - 0.655) / std, 0.0, -0.655 / std])
+
+
+def test_a_result_record_is_read_strictly_and_carries_no_score_of_its_own():
+    r = result(CORRECT, speedup=2.0)
+    d = r.to_dict()
+    assert "score" not in d and EvalResult.from_dict(d) == r
+    assert EvalResult.from_dict({**d, "score": 99.0}) == r  # an older record's display score means nothing now
+    with pytest.raises(ValueError, match="unknown field.*speedup_x"):
+        EvalResult.from_dict({**d, "speedup_x": 3.0})
+    with pytest.raises(ValueError, match="conditions: unknown field.*gpu"):
+        EvalResult.from_dict({**d, "conditions": {**d["conditions"], "gpu": "x"}})
+    with pytest.raises(ValueError, match="unknown status 'great'"):
+        EvalResult.from_dict({**d, "status": "great"})
+    older = {k: v for k, v in d.items() if k not in ("sol_fraction", "profile", "limits_held")}
+    assert EvalResult.from_dict(older).sol_fraction == 0.0  # fields added later load with their defaults

@@ -151,6 +151,8 @@ class TrainConfig:
     """`std`: (R - mean) / std over a task's samples (Kevin-32B); `none`: R - mean (Dr. GRPO)."""
     correctness_weight: float = 0.3
     """Score bonus of a correct kernel, added to its speedup (Kevin-32B: 0.3)."""
+    speedup_cap: float | None = None
+    """Largest speedup a score counts (`rewards.ScoreConfig.speedup_cap`); None: no cap (Kevin-32B did not cap)."""
     eps_low: float = 0.2
     """Lower clip of the probability ratio (Kevin-32B: 0.2; TRL: `epsilon`)."""
     eps_high: float = 0.28

@@ -44,6 +44,7 @@ from train.generation import generation_policy
 from train.layout import Layout, check_launch, evaluation_gpus, launched_sharding
 from train.layout import resolve as resolve_layout
 from train.multiturn_rollout import MultiTurnRollout, scoring_of
+from train.rollout import Rollout
 from train.saving import save_final
 from train.trainer import make_callbacks, make_trainer_class
 from train.trl_args import batch_shape, grpo_args, world_size_of_launch
@@ -84,7 +85,7 @@ def with_layout(config: TrainConfig, layout: Layout) -> TrainConfig:
                    eval=replace(config.eval, shared_gpu=layout.shared_timing))
 
 
-def make_harness_rollout(config: TrainConfig, out_dir: str, rank: int = 0):
+def make_harness_rollout(config: TrainConfig, out_dir: str, rank: int = 0) -> Rollout:
     from kernelbench.executors.executor import make_evaluator
     from train.rollout import HarnessRollout, ReusingEvaluator
 
@@ -147,7 +148,7 @@ def latest_checkpoint(out_dir: str) -> str | None:
     return get_last_checkpoint(path) if os.path.isdir(path) else None
 
 
-def main(config: TrainConfig, *, resume: bool = False, rollout: Any = None, say: Callable[[str], None] = print,
+def main(config: TrainConfig, *, resume: bool = False, rollout: Rollout | None = None, say: Callable[[str], None] = print,
          trainer_hook: Callable[[Any], None] | None = None) -> TrainResult:
     """Train; `rollout` replaces the harness rollout (tests); `trainer_hook(trainer)` sees the trainer
     before training (tests)."""
@@ -204,7 +205,7 @@ def main(config: TrainConfig, *, resume: bool = False, rollout: Any = None, say:
     return TrainResult(out_dir=out, steps_done=done, final_dir=final, wall_s=time.perf_counter() - t_start)
 
 
-def make_eval_fn(config: TrainConfig, rollout: Any, tokenizer: Any, rollout_func: MultiTurnRollout):
+def make_eval_fn(config: TrainConfig, rollout: Rollout, tokenizer: Any, rollout_func: MultiTurnRollout):
     """Held-out evaluation every `eval_every` steps (no update): mean best score and correct share of
     `eval_tasks` under the current weights, logged under `eval/` in that step's row. Every process takes
     an equal share of the tasks (generation under FSDP / ZeRO-3 and vLLM server mode are collective, so

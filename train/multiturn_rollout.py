@@ -14,6 +14,7 @@ from kernelbench.tasks.task import Task
 from train.config import TrainConfig
 from train.generation import chat_ids, generation_policy
 from train.metrics_log import departing_share, repetition_rate, usual_openings
+from train.rollout import Rollout
 from train.samples import TurnSample, build_samples
 
 UNKNOWN_LOGPROB = float("nan")
@@ -26,7 +27,7 @@ def scoring_of(config: TrainConfig) -> Any:
     """The run's reward settings: verdict -> score (never the harness's own number)."""
     from rewards import ScoreConfig
 
-    return ScoreConfig(correctness_weight=config.correctness_weight)
+    return ScoreConfig(correctness_weight=config.correctness_weight, speedup_cap=config.speedup_cap)
 
 
 class MultiTurnRollout:
@@ -37,7 +38,7 @@ class MultiTurnRollout:
     "Already borrowed".
     """
 
-    def __init__(self, config: TrainConfig, rollout: Any, tasks: Sequence[Task], tokenizer: Any, *,
+    def __init__(self, config: TrainConfig, rollout: Rollout, tasks: Sequence[Task], tokenizer: Any, *,
                  openings_path: str = ""):
         self.config, self.rollout, self.tokenizer = config, rollout, tokenizer
         self.tasks = {t.id: t for t in tasks}

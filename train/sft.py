@@ -81,21 +81,16 @@ def solution_examples(config: SFTConfig) -> list[Example]:
 
 def trajectory_examples(path: str, only_correct: bool = True, min_speedup: float = 0.0) -> list[Example]:
     """Turns of a trajectories.jsonl (train's or the episode runner's log) worth imitating."""
-    from agent.episode import Trajectory
+    from agent.episode import read_trajectories
 
     examples = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                traj = Trajectory.from_dict(json.loads(line))
-            except (ValueError, KeyError, TypeError):
+    for traj in read_trajectories(path):
+        for turn in traj.new_turns:
+            if only_correct and turn.result.status != "correct":
                 continue
-            for turn in traj.new_turns:
-                if only_correct and turn.result.status != "correct":
-                    continue
-                if turn.result.speedup < min_speedup:
-                    continue
-                examples.append(Example(traj.task_id, "trajectory", turn.prompt, turn.response))
+            if turn.result.speedup < min_speedup:
+                continue
+            examples.append(Example(traj.task_id, "trajectory", turn.prompt, turn.response))
     return examples
 
 

@@ -209,10 +209,13 @@ def _run_stage(staged: Staged, share: Share | None) -> EvalResult:
                            profile=prof.summary())
     if sol.sol_fraction > 0:
         text += "\n" + roofline.feedback_line(sol.sol_fraction, sol.bound, sol.roofline_ms)
+    if correct:  # findings that reject nothing (reduced-precision types): the model should know they were seen
+        text += "".join(f"\nnote: {w.reason}; outputs are judged at the reference dtype's tolerances"
+                        for w in static_checks.source_warnings(staged.src, config.device))
     return EvalResult(status=status, compiled=True, correct=correct, runtime_ms=run_ms,
                       runtime_std_ms=float(timing.get("std_ms", 0.0)), ref_runtime_ms=ref_ms, compile_ref_runtime_ms=comp_ms,
                       speedup=speedup, speedup_vs_compile=vs_compile,
-                      score=feedback.kernel_score(correct, speedup, status == REJECTED), flags=tuple(flags), feedback=text,
+                      flags=tuple(flags), feedback=text,
                       max_abs_error=verdict.comparison.max_abs_error, compile_s=build.compile_s if build else 0.0,
                       run_s=verdict.run_s, cached_build=bool(build and build.cached), conditions=cond,
                       sol_fraction=sol.sol_fraction, roofline_ms=sol.roofline_ms, sol_bound=sol.bound, profile=prof,

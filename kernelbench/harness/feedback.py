@@ -1,9 +1,9 @@
-"""The short text the agent reads next turn, and the result's informational score.
+"""The short text the agent reads next turn.
 
 Kevin-32B (arXiv 2507.11948) feeds back the evaluation's outcome each turn (compiler errors, the mismatch,
 the speedup). The harness returns verdicts (status, correctness, speedup, flags); turning a verdict into a
-training reward is `rewards.score`'s job, under the run's own settings (`correctness_weight`, a speedup
-cap). `EvalResult.score` is that score under the default settings, for display only: training never reads it.
+training reward is `rewards.score`'s job alone, under the run's own settings (`correctness_weight`, a speedup
+cap): a result carries no score.
 """
 
 from __future__ import annotations
@@ -24,16 +24,6 @@ FLAG_REASONS = {
 }
 NOT_CHECKS = ("sandbox:rlimits", "interpreted")
 """Flags that record conditions, not checks that fired (not listed under `checks:`)."""
-
-
-def kernel_score(correct: bool, speedup: float, rejected: bool = False) -> float:
-    """The display score of a verdict under `rewards.ScoreConfig()`'s defaults (DESIGN.md, Rewards); the
-    formula and its weight live in `rewards.score` only."""
-    from rewards.score import ScoreConfig
-
-    if rejected or not correct:
-        return 0.0
-    return ScoreConfig().correctness_weight + speedup
 
 
 def flag_line(flag: str, reason: str = "") -> str:

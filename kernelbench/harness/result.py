@@ -92,8 +92,6 @@ class EvalResult:
     """ref_runtime_ms / runtime_ms for a correct candidate, else 0."""
     speedup_vs_compile: float = 0.0
     """compile_ref_runtime_ms / runtime_ms for a correct candidate when measured, else 0."""
-    score: float = 0.0
-    """Per-kernel score (DESIGN.md): 0.3·correct + speedup·correct, 0 when rejected."""
     flags: tuple[str, ...] = ()
     """Names of the checks that fired (e.g. `static:try_except`, `dynamic:torch_compute_op`, `suspicious_speedup`)."""
     feedback: str = ""
@@ -143,16 +141,32 @@ class EvalResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EvalResult":
-        d = dict(d)
+        """The result a `to_dict` wrote. Strict: a key this record type does not have, or a status it does not
+        know, is a ValueError naming it (a record from elsewhere is never read as a verdict with its fields
+        dropped). Fields added later load with their defaults from older records (each says so), and
+        `LEGACY_KEYS` are dropped."""
+        d = {k: v for k, v in d.items() if k not in LEGACY_KEYS}
         cond = dict(d.pop("conditions", {}) or {})
         cond["input_seeds"] = tuple(cond.get("input_seeds", ()))
-        known_c = {f.name for f in dataclasses.fields(Conditions)}
-        known_r = {f.name for f in dataclasses.fields(cls)}
+        _known("conditions", cond, Conditions)
+        _known("EvalResult", d, cls)
+        if d.get("status") not in STATUSES:
+            raise ValueError(f"EvalResult: unknown status {d.get('status')!r} (one of {', '.join(STATUSES)})")
         d["flags"] = tuple(d.get("flags", ()))
         d["profile"] = Profile.from_dict(d.get("profile"))
         d["limits_held"] = _limit_names(d.get("limits_held", []))
-        return cls(conditions=Conditions(**{k: v for k, v in cond.items() if k in known_c}),
-                   **{k: v for k, v in d.items() if k in known_r and k != "conditions"})
+        return cls(conditions=Conditions(**cond), **d)
+
+
+LEGACY_KEYS = ("score",)
+"""Keys of older records that mean nothing now: `score` was a display score the harness stamped at the default
+reward weight; the score of a verdict is `rewards.ScoreConfig.score`'s, under the run's own settings."""
+
+
+def _known(what: str, d: dict[str, Any], cls: type) -> None:
+    unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
+    if unknown:
+        raise ValueError(f"{what}: unknown field(s) {', '.join(unknown)} (not a record this harness wrote)")
 
 
 def _limit_names(value: Any) -> tuple[str, ...]:

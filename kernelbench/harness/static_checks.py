@@ -382,6 +382,7 @@ def check_source(src: str, device: str) -> list[Violation]:
 
 
 def source_warnings(src: str, device: str) -> list[Violation]:
-    """Findings that do not reject (`warn:precision_downgrade`); the harness may record them as flags."""
+    """Findings that do not reject (`warn:precision_downgrade`): a correct result's feedback notes them
+    (`evaluate`)."""
     found = _analyse(src, device)
     return [] if found is None else [Violation(f, r) for f, r in found.warnings.items()]
