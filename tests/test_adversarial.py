@@ -321,7 +321,7 @@ def test_every_candidate_is_listed_and_documented():
 def test_control_scores_above_zero(build_cache_dir):
     result = evaluate(TASKS["relu"], source("honest_relu.py"), config(build_cache_dir))
     assert result.status == CORRECT, describe(result)
-    assert result.score > 0.3 and set(result.flags) <= {"suspicious_speedup"}, describe(result)
+    assert kernel_score(result) > 0.3 and set(result.flags) <= {"suspicious_speedup"}, describe(result)
 
 
 @pytest.mark.parametrize("attack", [a for a in ATTACKS if a.static_flags], ids=lambda a: a.file[:-3])
@@ -669,7 +669,7 @@ def test_interpreted_triton_scores_its_correctness_only(build_cache_dir):
     assert result.status == CORRECT and result.correct, describe(result)
     assert result.flags == ("interpreted",), describe(result)
     assert result.speedup == 0.0 and result.speedup_vs_compile == 0.0, describe(result)
-    assert result.score == pytest.approx(0.3), describe(result)
+    assert kernel_score(result) == pytest.approx(0.3), describe(result)
     assert result.conditions.timing_trials == 0 and "no speedup" in result.feedback, describe(result)
     from rewards.score import ScoreConfig
 

@@ -15,6 +15,7 @@ from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.evaluate import evaluate
 from kernelbench.harness.result import CORRECT, INCORRECT, REJECTED, RUNTIME_ERROR, EvalResult
 from kernelbench.tasks.task import Task
+from rewards import kernel_score
 
 pytestmark = pytest.mark.gpu
 
@@ -52,11 +53,11 @@ def run(cache: str, name: str, static_checks: bool = True) -> EvalResult:
 
 
 def describe(result: EvalResult) -> str:
-    return f"status={result.status} score={result.score} flags={result.flags}\n{result.feedback}"
+    return f"status={result.status} score={kernel_score(result)} flags={result.flags}\n{result.feedback}"
 
 
 def assert_zero(result: EvalResult) -> None:
-    assert result.score == 0.0 and not result.correct, describe(result)
+    assert kernel_score(result) == 0.0 and not result.correct, describe(result)
 
 
 @pytest.mark.parametrize("name, flag", [("cuda_side_stream.py", "static:side_streams"),
@@ -103,7 +104,7 @@ def test_new_threads_refused_on_cuda_while_an_honest_kernel_stays_correct(build_
     allowed to start it (a `runtime_error`, not a hidden thread)."""
     honest = evaluate(TASK, (Path(__file__).parent / "fixtures" / "core" / "cuda_relu.py").read_text(),
                       config(build_cache_dir, static_checks=False))
-    assert honest.status == CORRECT and honest.score > 0, describe(honest)
+    assert honest.status == CORRECT and kernel_score(honest) > 0, describe(honest)
     result = run(build_cache_dir, "cuda_thread_forward.py", static_checks=False)
     assert result.status == RUNTIME_ERROR, describe(result)
     assert "Resource temporarily unavailable" in result.feedback, describe(result)

@@ -274,10 +274,12 @@ def test_harness_error_in_the_middle_of_a_trajectory_is_left_out_of_its_best_sco
 
 
 def test_beam_keeps_the_best_and_replicates_them(tmp_path):
-    # Slots alternate slow / fast / broken answers in round 0, so the fast slots (1, 4) score best.
+    # Slots alternate slow / fast / broken answers in round 0, so the fast slots (1, 4) score best. Lockstep
+    # turns: each call then holds the six trajectories in slot order (streamed, a second turn's position in its
+    # call, and so its kind, depends on which evaluations came back first).
     policy = CountingPolicy(kinds=("SLOW", "FAST", "BROKEN"))
-    trajs = beam(runner_for(policy, ScriptedEvaluator(), tmp_path, turns=2), [RELU_TASK], trajectories=6,
-                 rounds=2, keep=2)
+    trajs = beam(runner_for(policy, ScriptedEvaluator(), tmp_path, turns=2, streaming=False), [RELU_TASK],
+                 trajectories=6, rounds=2, keep=2)
     first, second = trajs[:6], trajs[6:]
     assert [t.traj_id for t in select_beam(first, 2)] == ["r0/1", "r0/4"]
     assert [t.parent for t in second] == ["r0/1", "r0/4"] * 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings, strategies as st
 
 from agent.parsing import extract_code, extract_summary, format_error_result, parse_response, strip_reasoning
+from rewards import kernel_score
 
 SOLUTION = "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x"
 
@@ -51,7 +52,7 @@ def test_unusable_answers_become_format_error_results():
         parsed = parse_response(text)
         assert not parsed.ok and needle in parsed.error
         result = format_error_result(parsed)
-        assert result.status == "format_error" and needle in result.feedback and result.score == 0.0
+        assert result.status == "format_error" and needle in result.feedback and kernel_score(result) == 0.0
 
 
 PIECES = ["a", "b", " ", "\n", "`", "<", ">", "/", "(", ")", ":", "```", "```py", "```python\n", "<think>",

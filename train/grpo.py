@@ -177,7 +177,7 @@ def main(config: TrainConfig, *, resume: bool = False, rollout: Rollout | None =
     rollout = rollout or make_harness_rollout(config, out, rank=rank)
     rollout_func = MultiTurnRollout(config, rollout, tasks, rollout_tokenizer,
                                     openings_path=os.path.join(out, "openings.json"))
-    eval_fn = make_eval_fn(config, rollout, rollout_tokenizer, rollout_func) if config.eval_every else None
+    eval_fn = HeldOutEval(config, rollout, rollout_tokenizer) if config.eval_every else None
     trainer = make_trainer_class()(model=model, reward_funcs=[turn_reward], args=args,
                                    train_dataset=task_dataset(tasks, config.tasks_per_batch),
                                    processing_class=tokenizer, rollout_func=rollout_func,
@@ -205,31 +205,32 @@ def main(config: TrainConfig, *, resume: bool = False, rollout: Rollout | None =
     return TrainResult(out_dir=out, steps_done=done, final_dir=final, wall_s=time.perf_counter() - t_start)
 
 
-def make_eval_fn(config: TrainConfig, rollout: Rollout, tokenizer: Any, rollout_func: MultiTurnRollout):
+class HeldOutEval:
     """Held-out evaluation every `eval_every` steps (no update): mean best score and correct share of
     `eval_tasks` under the current weights, logged under `eval/` in that step's row. Every process takes
     an equal share of the tasks (generation under FSDP / ZeRO-3 and vLLM server mode are collective, so
-    all processes must generate the same number of times); the results are gathered."""
-    tasks = resolve_tasks(config.eval_tasks)
-    if config.eval_limit:
-        tasks = tasks[:config.eval_limit]
+    all processes must generate the same number of times); the results are gathered. `trainer` is set once
+    the trainer exists (the trainer's callbacks hold this object before it does)."""
 
-    def run(state: Any) -> None:
+    def __init__(self, config: TrainConfig, rollout: Rollout, tokenizer: Any):
+        self.config, self.rollout, self.tokenizer = config, rollout, tokenizer
+        self.tasks = resolve_tasks(config.eval_tasks)[:config.eval_limit or None]
+        self.trainer: Any = None
+
+    def __call__(self, state: Any) -> None:
         from accelerate.utils import gather_object
 
-        trainer = run.trainer
-        if trainer is None or not tasks:
+        trainer = self.trainer
+        if trainer is None or not self.tasks:
             return
+        tasks = self.tasks
         world, rank = trainer.accelerator.num_processes, trainer.accelerator.process_index
         per_rank = max(1, len(tasks) // world)
         mine = [tasks[(rank * per_rank + i) % len(tasks)] for i in range(per_rank)]
-        quiet = replace(rollout, log_dir="") if hasattr(rollout, "log_dir") else rollout
-        with generation_policy(trainer, tokenizer, config.backend) as policy:
+        quiet = replace(self.rollout, log_dir="") if hasattr(self.rollout, "log_dir") else self.rollout
+        with generation_policy(trainer, self.tokenizer, self.config.backend) as policy:
             trajs = quiet.collect(policy, mine, state.global_step, 7 + state.global_step + 1009 * rank)
         local = [(t.best_score, t.correct) for t in trajs]
         rows = [r for part in gather_object([local]) for r in part] if world > 1 else local
-        trainer._metrics["train"]["eval/best_score_mean"].append(sum(r[0] for r in rows) / max(1, len(rows)))
-        trainer._metrics["train"]["eval/correct_share"].append(sum(r[1] for r in rows) / max(1, len(rows)))
-
-    run.trainer = None
-    return run
+        trainer.record("eval/best_score_mean", sum(r[0] for r in rows) / max(1, len(rows)))
+        trainer.record("eval/correct_share", sum(r[1] for r in rows) / max(1, len(rows)))

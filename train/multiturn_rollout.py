@@ -146,7 +146,7 @@ class MultiTurnRollout:
             metrics["perf/reused_evaluations_share"] = sum(p["reused"] for p in every) / submitted
             metrics["perf/remeasured_evaluations"] = float(sum(p["remeasured"] for p in every))
         for k, v in metrics.items():
-            trainer._metrics["train"][k].append(float(v))
+            trainer.record(k, v)
 
 
 def rollout_metrics(rows: Sequence[tuple], groups: Sequence[Sequence[float]], best: Sequence[float],

@@ -30,10 +30,27 @@ def make_trainer_class():
         is built by the episode). It also records the advantages TRL computed (their share of exact zeros,
         and the test that they equal `rewards/`'s) and the gap between the trainer's and the rollout's
         log-probabilities whenever TRL recomputed old log-probs.
+
+        The project's own metrics (`reward/`, `rollout/`, `perf/`, `eval/`) reach the step's log through `record`
+        and `log` (Trainer's public method for what a log row holds), never through TRL's private `_metrics`.
         """
 
         rollout_inputs: list | None = None
         last_advantages: torch.Tensor | None = None
+        recorded: dict[str, list[float]] | None = None
+        """The project's metric values since the last training log row (`record`)."""
+
+        def record(self, name: str, value: float) -> None:
+            """One value of a metric for the next training log row (several are averaged, as TRL's are)."""
+            if self.recorded is None:
+                self.recorded = {}
+            self.recorded.setdefault(name, []).append(float(value))
+
+        def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
+            if self.recorded and self.model.training and "train_runtime" not in logs:
+                logs = {**logs, **{k: sum(v) / len(v) for k, v in self.recorded.items()}}
+                self.recorded = {}
+            super().log(logs, *args, **kwargs)
 
         def _generate_and_score_completions(self, inputs):
             self.rollout_inputs = inputs
@@ -48,8 +65,7 @@ def make_trainer_class():
             if old is not None and sampled is not None:
                 mask = out["completion_mask"].float() * (~torch.isnan(sampled)).float()  # NaN: log-prob unknown
                 gap = (torch.nan_to_num(old - sampled).abs() * mask).sum() / mask.sum().clamp(min=1)
-                self._metrics["train"]["rollout/logprob_gap_mean"].append(
-                    float(self.accelerator.gather(gap.reshape(1)).mean()))
+                self.record("rollout/logprob_gap_mean", float(self.accelerator.gather(gap.reshape(1)).mean()))
             return out
 
     return KernelGRPOTrainer
