@@ -4,15 +4,16 @@ A submodule's classes come from three kinds of place:
 - the interpreter's own packages (`transformers`, `torch`): the harness's children import them as the user does;
 - a folder the harness's sandbox sees (`/srv/project`): the task file puts it on `sys.path`;
 - a folder the sandbox hides ($HOME and /tmp, `kernelbench.harness.bwrap.hidden_roots`: where most people keep
-  their code), or the ENTRY script itself: the task file carries the source of every user module loaded from
-  there (`sources`) and serves them to `import` by name, so the harness's children import the same code the user
-  ran, without seeing the user's folders.
+  their code), or the ENTRY script itself: the task file carries the source of the classes' modules and of the
+  user modules they import from there (`sources`, `_carried`) and serves them to `import` by name, so the
+  harness's children import the same code the user ran, without seeing the user's folders.
 Compiled modules and sources past `MAX_SOURCE_CHARS` cannot be carried: those classes are unextractable, with
 the reason (install the package where the sandbox sees it).
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import site
 import sys
@@ -58,25 +59,56 @@ def _file(module: Any) -> str:
     return os.path.realpath(raw) if isinstance(raw, str) and os.path.isabs(raw) else ""
 
 
-def _carried(hidden: tuple[str, ...], shared: list[str]) -> dict[str, tuple[bool, str, str]]:
-    """Every loaded user module the sandbox could not import from disk, by name (module docstring)."""
+def _imports(name: str, source: str, is_package: bool) -> set[str]:
+    """The absolute module names `source` (module `name`) may import, anywhere in it (a function's lazy import
+    too), with their parent packages; `from pkg import x` counts `pkg.x` in case x is a module."""
+    package = name if is_package else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            found.add(module)
+            found.update(f"{module}.{a.name}" for a in node.names)
+    return {".".join(n.split(".")[:i]) for n in found if n for i in range(1, n.count(".") + 2)}
+
+
+def _carriable(name: str, hidden: tuple[str, ...], shared: list[str]) -> tuple[bool, str] | None:
+    """(is a package, file) of a loaded user module no child could import from disk; None otherwise."""
+    mod = sys.modules.get(name)
+    file = _file(mod) if mod is not None else ""
+    if name == "__main__" or not file.endswith(".py") or _under(file, shared) or _under(file, [PROJECT]) \
+            or not os.path.isfile(file) or not (name.startswith(ENTRY_PREFIX) or _under(file, hidden)):
+        return None
+    return hasattr(mod, "__path__"), file
+
+
+def _carried(needed: set[str], hidden: tuple[str, ...], shared: list[str]) -> dict[str, tuple[bool, str, str]]:
+    """The modules to carry: `needed` (the classes' modules) and, transitively, every loaded user module they
+    import that no child could import from disk, by name. Only these: a task file goes into prompts, maybe to
+    a remote model, so the user's other modules (settings, keys) never travel with it."""
     out: dict[str, tuple[bool, str, str]] = {}
     total = 0
-    for name, mod in sorted(sys.modules.items()):
-        file = _file(mod)
-        if name == "__main__" or not file.endswith(".py") or _under(file, shared) or _under(file, [PROJECT]) \
-                or not os.path.isfile(file):
+    queue = sorted({".".join(n.split(".")[:i]) for n in needed for i in range(1, n.count(".") + 2)})
+    while queue:
+        name = queue.pop()
+        where = _carriable(name, hidden, shared) if name not in out else None
+        if where is None:
             continue
-        if not (name.startswith(ENTRY_PREFIX) or _under(file, hidden)):
-            continue
-        with open(file, encoding="utf-8") as f:
+        with open(where[1], encoding="utf-8") as f:
             text = f.read()
         total += len(text)
         if total > MAX_SOURCE_CHARS:
             raise Unextractable(f"the user modules it would carry exceed {MAX_SOURCE_CHARS} characters of source; "
                                 f"install the package outside $HOME and /tmp so the harness's sandbox sees it")
-        out[name] = (hasattr(mod, "__path__"), file, text)
-    return out
+        out[name] = (where[0], where[1], text)
+        try:
+            queue.extend(sorted(_imports(name, text, where[0]) - set(out)))
+        except SyntaxError:
+            pass  # it was imported, so it parses; a file changed since is the check's to find
+    return dict(sorted(out.items()))
 
 
 def import_plan(module: Any) -> ImportPlan:
@@ -84,7 +116,7 @@ def import_plan(module: Any) -> ImportPlan:
     child could import: one defined in a function or in `__main__`, or compiled and hidden."""
     shared, hidden = _shared(), _hidden_roots()
     plan = ImportPlan()
-    carry = False
+    carry: set[str] = set()
     for m in module.modules():
         cls = type(m)
         mod = sys.modules.get(cls.__module__)
@@ -101,7 +133,7 @@ def import_plan(module: Any) -> ImportPlan:
             if not file.endswith(".py"):
                 raise Unextractable(f"class {name} is compiled ({file}) under a folder the harness's sandbox hides "
                                     f"($HOME, /tmp); install the package or move it")
-            carry = True
+            carry.add(cls.__module__)
             if cls.__module__.startswith(ENTRY_PREFIX) and not _under(root, hidden):
                 root_folder = os.path.dirname(file)  # the script's visible siblings import as when it runs
                 if root_folder not in plan.folders:
@@ -109,7 +141,7 @@ def import_plan(module: Any) -> ImportPlan:
         elif root not in plan.folders:
             plan.folders.append(root)
     if carry:
-        plan.sources.update(_carried(hidden, shared))
+        plan.sources.update(_carried(carry, hidden, shared))
     return plan
 
 

@@ -254,6 +254,9 @@ class Net(nn.Module):
 
 
 def build():
+    import importlib
+
+    importlib.import_module("private_settings")  # loaded, but none of the classes' code imports it
     torch.manual_seed(0)
     return Net(), torch.randn(32, 256)
 '''
@@ -261,8 +264,8 @@ def build():
 
 def test_classes_in_the_users_own_script_under_tmp_travel_in_the_task_file(tmp_path, capsys):
     """The usual place for a user's model: a script under $HOME or /tmp, which the harness's sandbox hides, with
-    a sibling module: the task file carries both sources, runs in the sandbox's reference child, and an
-    `nn.Sequential` of them extracts too (it iterates itself)."""
+    a sibling module: the task file carries both sources (and no other module the process loaded), runs in the
+    sandbox's reference child, and an `nn.Sequential` of them extracts too (it iterates itself)."""
     from kernelbench.harness import reference, sandbox
     from kernelbench.harness.build_tree import remove_tree
     from kernelbench.harness.child.inputs import draw_seeds
@@ -270,6 +273,7 @@ def test_classes_in_the_users_own_script_under_tmp_travel_in_the_task_file(tmp_p
 
     (tmp_path / "helpers.py").write_text("import torch\n\n\ndef act(x):\n    return torch.nn.functional.silu(x) * 1.5\n")
     (tmp_path / "train.py").write_text(SCRIPT_SRC)
+    (tmp_path / "private_settings.py").write_text("API_KEY = 'do-not-send'\n")
     proc = subprocess.run([sys.executable, "-m", "cli", "hotspots", f"{tmp_path / 'train.py'}:build", "--device",
                            "cpu", "--extract", "2", "--out", str(tmp_path / "tasks"), "--json"], cwd=REPO,
                           capture_output=True, text=True, timeout=600)
@@ -280,6 +284,7 @@ def test_classes_in_the_users_own_script_under_tmp_travel_in_the_task_file(tmp_p
     for path, file in written.items():
         source = open(file).read()
         assert "'helpers': (False," in source and "'kernel_agent_entry_train':" in source
+        assert "do-not-send" not in source  # only what the classes' code imports travels
         with sandbox.SlotLease() as slot:
             scratch = sandbox.make_scratch(slot.uid, prefix="ka-test-ref-")
             try:
