@@ -209,6 +209,16 @@ class _Group:
     """Lockstep only: verdicts of the current turn not back yet."""
 
 
+@dataclass(frozen=True)
+class _Answer:
+    """A generated answer waiting for its verdict."""
+
+    prompt: Conversation
+    completion: Completion
+    summary: str
+    candidate: str
+
+
 @dataclass
 class _Slot:
     """One trajectory in flight."""
@@ -218,7 +228,8 @@ class _Slot:
     index: int
     """Position among its task's jobs in job order (logged jobs included): part of its seeds."""
     turns: list[Turn]
-    pending: dict[str, Any] = field(default_factory=dict)
+    pending: _Answer | None = None
+    """The answer generated for its next turn, until its verdict is recorded."""
 
 
 @dataclass
@@ -320,8 +331,7 @@ class EpisodeRunner:
             batch[0].group.waiting = len(batch)
         for slot, prompt, completion in zip(batch, prompts, completions):
             parsed = parse_response(completion.text)
-            slot.pending = {"prompt": prompt, "completion": completion, "summary": parsed.summary,
-                            "candidate": parsed.code}
+            slot.pending = _Answer(prompt, completion, parsed.summary, parsed.code)
             if parsed.ok:
                 # Submitted as soon as it is parsed: compiles start while the rest are still parsed and
                 # while other prompts generate.
@@ -347,16 +357,18 @@ class EpisodeRunner:
 
     def _record(self, slot: _Slot, result: EvalResult, state: _Run) -> None:
         p = slot.pending
-        completion: Completion = p["completion"]
-        turn = Turn(index=len(slot.turns), prompt=p["prompt"], response=completion.text,
-                    reasoning=completion.reasoning, summary=p["summary"], candidate=p["candidate"], result=result,
+        if p is None:
+            raise RuntimeError(f"a verdict for trajectory {slot.job.traj_id} arrived with no answer waiting for it")
+        completion = p.completion
+        turn = Turn(index=len(slot.turns), prompt=p.prompt, response=completion.text,
+                    reasoning=completion.reasoning, summary=p.summary, candidate=p.candidate, result=result,
                     score=self.score(result), token_ids=completion.token_ids, logprobs=completion.logprobs,
                     finish_reason=completion.finish_reason, generate_s=completion.generate_s,
                     prompt_token_ids=tuple(getattr(completion, "prompt_token_ids", ()) or ()),
                     prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
                     reasoning_tokens=completion.reasoning_tokens)
         slot.turns.append(turn)
-        slot.pending = {}
+        slot.pending = None
         if self.on_turn:
             self.on_turn(slot.group.task, slot.job.traj_id, turn)
         if self.streaming:

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import time
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from agent.episode import Trajectory
@@ -107,7 +108,7 @@ class MultiTurnRollout:
         return out
 
     def log_metrics(self, trainer: Any, groups: list[list[TurnSample]], trajs: list[Trajectory], wall_s: float) -> None:
-        """reward/, rollout/ and perf/ of this batch over every rank (gathered), into TRL's step metrics."""
+        """reward/, rollout/ and perf/ of this batch over every rank (gathered), into the step's log row."""
         from accelerate.utils import gather_object
 
         samples = [s for grp in groups for s in grp]
@@ -116,70 +117,103 @@ class MultiTurnRollout:
         # last the same to the nanosecond).
         gen_s = sum({t.generate_s for tr in trajs for t in tr.new_turns})
         evaluator = getattr(self.rollout, "evaluator", None)
-        local = {"samples": [(s.score, s.reward, s.advantage, s.status, s.turn_index, len(s.completion_ids),
-                              s.finish_reason, s.response, repetition_rate(s.completion_ids)) for s in samples],
-                 "groups": [[s.reward for s in grp if s.reward is not None] for grp in groups],
-                 "best": [t.best_score for t in trajs], "wall_s": wall_s, "gen_s": gen_s,
-                 "reused": getattr(evaluator, "reused", 0), "submitted": getattr(evaluator, "submitted", 0),
-                 "remeasured": getattr(evaluator, "remeasured", 0)}
-        every = gather_object([local]) if trainer.accelerator.num_processes > 1 else [local]
-        rows = [r for part in every for r in part["samples"]]
+        local = RankBatch(
+            samples=[SampleRow(s.score, s.reward, s.advantage, s.status, s.turn_index, len(s.completion_ids),
+                               s.finish_reason, s.response, repetition_rate(s.completion_ids)) for s in samples],
+            groups=[[s.reward for s in grp if s.reward is not None] for grp in groups],
+            best=[t.best_score for t in trajs], wall_s=wall_s, gen_s=gen_s,
+            reused=getattr(evaluator, "reused", 0), submitted=getattr(evaluator, "submitted", 0),
+            remeasured=getattr(evaluator, "remeasured", 0))
+        every: list[RankBatch] = gather_object([local]) if trainer.accelerator.num_processes > 1 else [local]
+        rows = [r for part in every for r in part.samples]
         if not self.openings:
-            self.openings = usual_openings(r[7] for r in rows)
+            self.openings = usual_openings(r.response for r in rows)
             if self.openings_path and trainer.accelerator.is_main_process:
                 with open(self.openings_path, "w", encoding="utf-8") as f:
                     json.dump(list(self.openings), f)
-        metrics = rollout_metrics(rows, [g for part in every for g in part["groups"]],
-                                  [b for part in every for b in part["best"]], self.openings)
-        walls = [part["wall_s"] for part in every]
-        wall = max(walls)
-        gen = max(part["gen_s"] for part in every)
-        tokens = sum(r[5] for r in rows)
-        evaluated = sum(1 for r in rows if r[3] != "format_error")
+        metrics = rollout_metrics(rows, [g for part in every for g in part.groups],
+                                  [b for part in every for b in part.best], self.openings)
+        wall = max(part.wall_s for part in every)
+        gen = max(part.gen_s for part in every)
+        tokens = sum(r.tokens for r in rows)
+        evaluated = sum(1 for r in rows if r.status != "format_error")
         metrics.update({"perf/rollout_s": wall, "perf/generate_s": gen,
-                        "perf/generate_tokens_per_s": tokens / max(1e-9, sum(p["gen_s"] for p in every)),
+                        "perf/generate_tokens_per_s": tokens / max(1e-9, sum(p.gen_s for p in every)),
                         "perf/eval_wait_share": max(0.0, wall - gen) / wall if wall > 0 else 0.0,
                         "perf/evaluations_per_s": evaluated / wall if wall > 0 else 0.0,
                         "perf/samples": float(len(rows))})
-        submitted = sum(p["submitted"] for p in every)
+        submitted = sum(p.submitted for p in every)
         if submitted:
-            metrics["perf/reused_evaluations_share"] = sum(p["reused"] for p in every) / submitted
-            metrics["perf/remeasured_evaluations"] = float(sum(p["remeasured"] for p in every))
+            metrics["perf/reused_evaluations_share"] = sum(p.reused for p in every) / submitted
+            metrics["perf/remeasured_evaluations"] = float(sum(p.remeasured for p in every))
         for k, v in metrics.items():
             trainer.record(k, v)
 
 
-def rollout_metrics(rows: Sequence[tuple], groups: Sequence[Sequence[float]], best: Sequence[float],
+@dataclass(frozen=True)
+class SampleRow:
+    """What a step's metrics read of one training sample."""
+
+    score: float | None
+    """The turn's score under the run's reward settings; None for a harness error (no verdict)."""
+    reward: float | None
+    """Its discounted return; None when unknown."""
+    advantage: float
+    status: str
+    turn_index: int
+    tokens: int
+    """Completion tokens."""
+    finish_reason: str
+    response: str
+    repetition_rate: float
+
+
+@dataclass(frozen=True)
+class RankBatch:
+    """One process's share of a batch, as every process sends it to the others (`gather_object`)."""
+
+    samples: list[SampleRow]
+    groups: list[list[float]]
+    """Each group's known rewards."""
+    best: list[float]
+    """Each trajectory's best score."""
+    wall_s: float
+    gen_s: float
+    reused: int
+    submitted: int
+    remeasured: int
+
+
+def rollout_metrics(rows: Sequence[SampleRow], groups: Sequence[Sequence[float]], best: Sequence[float],
                     openings: Sequence[str]) -> dict[str, float]:
-    """reward/ and rollout/ of one batch from per-sample rows (score, reward, advantage, status, turn,
-    tokens, finish reason, response, repetition rate); `groups` holds each group's known rewards."""
+    """reward/ and rollout/ of one batch from its samples' rows; `groups` holds each group's known rewards."""
     n = max(1, len(rows))
-    scores = [r[0] for r in rows if r[0] is not None] or [0.0]
-    rewards = [r[1] for r in rows if r[1] is not None] or [0.0]
-    advs = [r[2] for r in rows]
+    scores = [r.score for r in rows if r.score is not None] or [0.0]
+    rewards = [r.reward for r in rows if r.reward is not None] or [0.0]
+    advs = [r.advantage for r in rows]
     adv_mean = sum(advs) / n
     m: dict[str, float] = {
         "reward/mean_score": sum(scores) / len(scores), "reward/best_score": max(scores),
         "reward/mean_return": sum(rewards) / len(rewards),
-        "reward/correct_share": sum(r[3] == "correct" for r in rows) / n,
+        "reward/correct_share": sum(r.status == "correct" for r in rows) / n,
         "reward/trajectory_best_mean": sum(best) / max(1, len(best)),
         "rollout/advantage_mean": adv_mean,
         "rollout/advantage_std": math.sqrt(sum((a - adv_mean) ** 2 for a in advs) / n),
         "rollout/zero_variance_group_share": sum(1 for g in groups if len(set(g)) <= 1) / max(1, len(groups)),
-        "rollout/response_tokens_mean": sum(r[5] for r in rows) / n,
-        "rollout/response_tokens_max": float(max((r[5] for r in rows), default=0)),
-        "rollout/truncated_share": sum(r[6] == "length" for r in rows) / n,
-        "rollout/opening_departure_share": departing_share([r[7] for r in rows], openings),
-        "rollout/repetition_rate": sum(r[8] for r in rows) / n,
+        "rollout/response_tokens_mean": sum(r.tokens for r in rows) / n,
+        "rollout/response_tokens_max": float(max((r.tokens for r in rows), default=0)),
+        "rollout/truncated_share": sum(r.finish_reason == "length" for r in rows) / n,
+        "rollout/opening_departure_share": departing_share([r.response for r in rows], openings),
+        "rollout/repetition_rate": sum(r.repetition_rate for r in rows) / n,
     }
-    for t in sorted({r[4] for r in rows}):
-        at = [r[0] for r in rows if r[4] == t and r[0] is not None]
+    for t in sorted({r.turn_index for r in rows}):
+        at = [r.score for r in rows if r.turn_index == t and r.score is not None]
         m[f"reward/turn{t + 1}_mean_score"] = sum(at) / max(1, len(at))
-        adv = [r[2] for r in rows if r[4] == t]
+        adv = [r.advantage for r in rows if r.turn_index == t]
         m[f"rollout/turn{t + 1}_advantage_mean"] = sum(adv) / max(1, len(adv))
-    shares = {}
+    shares: dict[str, int] = {}
     for r in rows:
-        shares[r[3]] = shares.get(r[3], 0) + 1
+        shares[r.status] = shares.get(r.status, 0) + 1
     from kernelbench.harness.result import STATUSES
 
     for status in (*STATUSES, "harness_error"):
