@@ -125,17 +125,19 @@ def measure(task: Task, config: EvalConfig, with_compile: bool = True) -> Baseli
             ref = run_reference(task, cfg, seeds, slot, scratch)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+    eager, compiled = ref.timing, ref.compile_timing
+    if eager is None or (with_compile and compiled is None):  # asked for: a missing one is the harness's fault
+        raise RuntimeError(f"baseline of {task.id}: the reference child returned no "
+                           f"{'eager' if eager is None else 'torch.compile'} timing")
     cond = {"device": cfg.device, "device_name": reading.device_name, "driver_version": reading.driver_version,
             "sm_clock_mhz": reading.sm_clock_mhz, "mem_clock_mhz": reading.mem_clock_mhz,
             "temperature_c": reading.temperature_c, "power_w": reading.power_w,
             "cpu_threads": cfg.threads if cfg.device == "cpu" else 0, "cuda_version": cuda_v,
             "op_policy": policy_of(task, cfg), "warmup_trials": cfg.warmup_trials}
     return Baseline(task_id=task.id, source_sha=source_sha(task), size=cfg.size, device_name=reading.device_name,
-                    torch_version=torch_v, eager_ms=float(ref.timing.get("median_ms", 0.0)),
-                    compile_ms=float(ref.compile_timing.get("median_ms", 0.0)),
-                    eager_std_ms=float(ref.timing.get("std_ms", 0.0)),
-                    compile_std_ms=float(ref.compile_timing.get("std_ms", 0.0)),
-                    timing_trials=int(ref.timing.get("trials", 0)),
+                    torch_version=torch_v, eager_ms=eager.median_ms,
+                    compile_ms=compiled.median_ms if compiled else 0.0, eager_std_ms=eager.std_ms,
+                    compile_std_ms=compiled.std_ms if compiled else 0.0, timing_trials=eager.trials,
                     measured_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), conditions=cond)
 
 

@@ -186,7 +186,7 @@ def fake_children(monkeypatch, tmp_path):
             raise reference.HarnessError("the task's reference failed")
         folder = tempfile.mkdtemp(dir=tmp_path)
         Path(folder, "inputs.pt").write_bytes(b"\0" * state["size"])
-        ref = reference.Reference({}, {}, [], {}, [])
+        ref = reference.Reference(None, None, [], {}, [])
         return Held(ref, Seeds(state["calls"], (1,), ()), folder)
 
     monkeypatch.setattr(reference_cache, "compute", compute)

@@ -135,7 +135,7 @@ def test_each_task_file_shows_and_its_reference_runs_in_the_harness(extracted, c
                 ref = reference.run_reference(task, config, draw_seeds(2, 1, 1), slot, scratch)
             finally:
                 remove_tree(scratch)
-        assert ref.outputs and ref.timing["median_ms"] > 0
+        assert ref.outputs and ref.timing.median_ms > 0
         assert ref.inputs["state_dict"] is not None and all(k in ref.inputs["state_dict"] for k in
                                                            _state_names(w["file"]))
 
@@ -291,7 +291,7 @@ def test_classes_in_the_users_own_script_under_tmp_travel_in_the_task_file(tmp_p
                 ref = reference.run_reference(read_task_file(file), config, draw_seeds(2, 1, 1), slot, scratch)
             finally:
                 remove_tree(scratch)
-        assert ref.outputs and ref.timing["median_ms"] > 0, path
+        assert ref.outputs and ref.timing.median_ms > 0, path
     prompt = task_message(open(written["mix"]).read(), PromptSettings(device="cpu", hardware="a CPU"))
     assert "#     return torch.nn.functional.silu(x) * 1.5" in prompt  # the carried helper, readable
     assert "_BLOB = (...)" in prompt and "UEsDB" not in prompt  # no base64 for the model to read

@@ -168,7 +168,7 @@ def _run_stage(staged: Staged, share: Share | None) -> EvalResult:
                 reasons.update(again.reasons or {})
             speedup = min(speedup, _speedup(ref2, again)) if again.status == CORRECT else 0.0
     torch_v, cuda_v = telemetry.versions()
-    timing = verdict.timing or {}
+    timing = verdict.timing
     cond = Conditions(device=config.device, device_name=reading.device_name, driver_version=reading.driver_version,
                       sm_clock_mhz=reading.sm_clock_mhz, mem_clock_mhz=reading.mem_clock_mhz,
                       temperature_c=reading.temperature_c, power_w=reading.power_w,
@@ -176,7 +176,7 @@ def _run_stage(staged: Staged, share: Share | None) -> EvalResult:
                       cuda_version=cuda_v, sandbox=sandbox.sandbox_kind(config.require_sandbox), op_policy=policy,
                       init_seed=seeds.init_seed, input_seeds=seeds.input_seeds + seeds.extra_seeds,
                       correctness_trials=len(seeds.input_seeds) + len(seeds.extra_seeds),
-                      timing_trials=int(timing.get("trials", 0)), warmup_trials=config.warmup_trials, size=config.size,
+                      timing_trials=timing.trials if timing else 0, warmup_trials=config.warmup_trials, size=config.size,
                       timing_rounds=len(ref.block_medians_ms) if ref else 0)
     if verdict.status == HARNESS_ERROR:
         return harness_error(staged.task, config, verdict.detail, compiled=True,
@@ -191,9 +191,9 @@ def _run_stage(staged: Staged, share: Share | None) -> EvalResult:
     if config.shared_gpu and config.device == "cuda":  # after the verdict: timed beside training (train.layout)
         flags.append(SHARED_TIMING_GPU)
         reasons[SHARED_TIMING_GPU] = "timed on a GPU that also trains or generates (a one-GPU check): not comparable"
-    ref_ms = float(ref.timing.get("median_ms", 0.0)) if ref else 0.0
-    comp_ms = float(ref.compile_timing.get("median_ms", 0.0)) if ref else 0.0
-    run_ms = float(timing.get("median_ms", 0.0))
+    ref_ms = ref.timing.median_ms if ref and ref.timing else 0.0
+    comp_ms = ref.compile_timing.median_ms if ref and ref.compile_timing else 0.0
+    run_ms = timing.median_ms if timing else 0.0
     speedup = speedup if correct else 0.0
     sol = roofline.assess(ref.work if ref else {}, config.device, reading.device_name, config.threads,
                           run_ms if correct else 0.0, flags)
@@ -213,7 +213,7 @@ def _run_stage(staged: Staged, share: Share | None) -> EvalResult:
         text += "".join(f"\nnote: {w.reason}; outputs are judged at the reference dtype's tolerances"
                         for w in static_checks.source_warnings(staged.src, config.device))
     return EvalResult(status=status, compiled=True, correct=correct, runtime_ms=run_ms,
-                      runtime_std_ms=float(timing.get("std_ms", 0.0)), ref_runtime_ms=ref_ms, compile_ref_runtime_ms=comp_ms,
+                      runtime_std_ms=timing.std_ms if timing else 0.0, ref_runtime_ms=ref_ms, compile_ref_runtime_ms=comp_ms,
                       speedup=speedup, speedup_vs_compile=vs_compile,
                       flags=tuple(flags), feedback=text,
                       max_abs_error=verdict.comparison.max_abs_error, compile_s=build.compile_s if build else 0.0,
@@ -227,7 +227,8 @@ def _speedup(ref: Reference | None, verdict: RunVerdict) -> float:
         return 0.0
     if ref.block_medians_ms and len(ref.block_medians_ms) == len(verdict.block_medians_ms):
         return paired.paired_speedup(list(ref.block_medians_ms), list(verdict.block_medians_ms))
-    ref_ms, run_ms = float(ref.timing.get("median_ms", 0.0)), float(verdict.timing.get("median_ms", 0.0))
+    ref_ms = ref.timing.median_ms if ref.timing else 0.0
+    run_ms = verdict.timing.median_ms
     return ref_ms / run_ms if ref_ms > 0 and run_ms > 0 else 0.0
 
 

@@ -27,8 +27,10 @@ reach gigabytes), so only a generous bound applies to it."""
 
 @dataclass(frozen=True)
 class Reference:
-    timing: dict[str, float]
-    compile_timing: dict[str, float]
+    timing: protocol.Timing | None
+    """The reference's trial times (None: not timed, e.g. a group's untimed reference)."""
+    compile_timing: protocol.Timing | None
+    """`torch.compile`'s, when `EvalConfig.time_compile_baseline` asked for it."""
     structures: list[str]
     inputs: dict[str, Any]
     outputs: list[list[Any]]
@@ -91,14 +93,12 @@ def reference_from(task: Task, out: sandbox.ChildOutcome, report: protocol.Refer
     # the candidate may stop after the reference's block of a round: that round is left out
     medians = paired.block_medians(blocks[:rounds], rounds) if rounds and blocks is not None else None
     if group is not None:
-        return replace(group, timing=res.timing.to_dict() if res.timing else {},
-                       compile_timing=res.compile_timing.to_dict() if res.compile_timing else {},
+        return replace(group, timing=res.timing, compile_timing=res.compile_timing,
                        block_medians_ms=tuple(medians or ()),
                        blocks_ms=tuple(tuple(float(t) for t in b) for b in blocks[:rounds]) if medians else (),
                        profile=res.profile or {})
     saved = _load(os.path.join(scratch, "reference.pt"))
-    return Reference(timing=res.timing.to_dict() if res.timing else {},
-                     compile_timing=res.compile_timing.to_dict() if res.compile_timing else {},
+    return Reference(timing=res.timing, compile_timing=res.compile_timing,
                      structures=list(res.structures), inputs=_load(os.path.join(scratch, "inputs.pt")),
                      outputs=saved["outputs"], check_outputs=saved["check_outputs"],
                      check_input_digests=saved["check_input_digests"],

@@ -31,7 +31,7 @@ class RunVerdict:
     status: str
     detail: str = ""
     comparison: Comparison = Comparison(True)
-    timing: dict[str, float] | None = None
+    timing: protocol.Timing | None = None
     flags: tuple[str, ...] = ()
     reasons: dict[str, str] | None = None
     run_s: float = 0.0
@@ -240,7 +240,7 @@ def verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, frames: r
     detail = "" if comparison.ok else "\n".join((comparison.reason,) + comparison.positions)
     table, note = _profile_of(frames, out, job)
     reasons = dict(found, **({code_check.UNSAMPLED: unsampled} if unsampled else {}))
-    return RunVerdict(status, detail, comparison, res.timing.to_dict() if res.timing else None,
+    return RunVerdict(status, detail, comparison, res.timing,
                       tuple(found), reasons, out.wall_s, tuple(medians or ()), table, note)
 
 
