@@ -19,11 +19,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agent.backends import make_policy
-from agent.episode import EpisodeRunner, SubmitsEvaluations, Trajectory, Turn
+from agent.episode import EpisodeRunner, SubmitsEvaluations
 from agent.policy import Policy, SamplingConfig
 from agent.prompts import PromptSettings
 from agent.report import Best, write_report
 from agent.strategies import SearchBudget, search
+from agent.trajectory import Trajectory, Turn
 from kernelbench.executors.executor import ExecutorConfig, make_evaluator
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.result import CORRECT

@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
-from agent.episode import Trajectory, Turn
+from agent.trajectory import Trajectory, Turn
 from kernelbench.harness.result import CORRECT, EvalResult
 from kernelbench.harness.roofline import describe
 

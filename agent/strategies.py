@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from agent.episode import EpisodeRunner, Job, Trajectory
+from agent.episode import EpisodeRunner, Job
+from agent.trajectory import Trajectory
 from kernelbench.tasks.task import Task
 
 STRATEGIES = ("parallel", "beam")

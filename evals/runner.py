@@ -212,7 +212,8 @@ def load_baselines(config: BenchConfig, tasks: list[Task], say: Callable[[str], 
 
 def resume_jobs(tasks: list[Task], trajectories: int, turns: int, done: list[dict[str, Any]]):
     """(job, turns still to run) for every trajectory that is not finished, with its finished turns as history."""
-    from agent.episode import Job, Turn
+    from agent.episode import Job
+    from agent.trajectory import Turn
     from rewards import ScoreConfig
 
     have: dict[tuple[str, str], dict[int, dict[str, Any]]] = defaultdict(dict)

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 
 def _trajectories(rl_out: str) -> Iterator[tuple[int, Any]]:
-    from agent.episode import read_trajectories
+    from agent.trajectory import read_trajectories
 
     for path in sorted(Path(rl_out, "trajectories").glob("step_*.jsonl")):  # step_N.jsonl, step_N-RANK.jsonl
         step = int(path.stem.split("_")[1].split("-")[0])

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from agent.episode import Trajectory, Turn
 from agent.policy import SamplingConfig
+from agent.trajectory import Trajectory, Turn
 from kernelbench.harness.result import CORRECT, EvalResult
 
 TEXTS = ["the quick brown fox jumps over the lazy dog", "kernels make tensors fast", "import torch\nx = y + 1",

@@ -14,11 +14,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
-from agent.episode import EpisodeRunner, Trajectory, TrajectoryLog
+from agent.episode import EpisodeRunner
 from agent.openai_backend import OpenAIPolicy
 from agent.policy import Completion, SamplingConfig
 from agent.prompts import PromptSettings
 from agent.strategies import beam, parallel, select_beam
+from agent.trajectory import Trajectory, TrajectoryLog
 from kernelbench.harness.result import EvalResult
 from kernelbench.tasks.task import Task
 from tests.chat_server import ChatServer
@@ -292,7 +293,7 @@ def test_beam_keeps_the_best_and_replicates_them(tmp_path):
 
 
 def test_a_trajectory_log_skips_a_torn_write_and_refuses_a_foreign_record(tmp_path):
-    from agent.episode import TrajectoryLog, read_trajectories
+    from agent.trajectory import TrajectoryLog, read_trajectories
 
     log = TrajectoryLog(str(tmp_path / "t.jsonl"))
     good = Trajectory(task_id="L1/01", traj_id="0/0", turns=())

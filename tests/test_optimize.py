@@ -11,12 +11,12 @@ from dataclasses import replace
 
 import pytest
 
-from agent.episode import Trajectory, Turn
 from agent.openai_backend import OpenAIPolicy
 from agent.optimize import OptimizeConfig, optimize
 from agent.policy import SamplingConfig
 from agent.prompts import PromptSettings
 from agent.report import best_speedup_by_turn, find_best, write_report
+from agent.trajectory import Trajectory, Turn
 from cli.main import main
 from kernelbench.harness.result import EvalResult
 from tests.chat_server import ChatServer

@@ -8,9 +8,10 @@ from concurrent.futures import Future
 
 import pytest
 
-from agent.episode import EpisodeRunner, Trajectory, Turn
+from agent.episode import EpisodeRunner
 from agent.policy import Completion, SamplingConfig
 from agent.prompts import PromptSettings
+from agent.trajectory import Trajectory, Turn
 from kernelbench.harness.result import CORRECT, FORMAT_ERROR, RUNTIME_ERROR, EvalResult
 from kernelbench.tasks.task import Task
 from rewards import ScoreConfig

@@ -13,10 +13,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import pytest
 
-from agent.episode import SEED_GROUPS, SEED_SLOTS, EpisodeRunner, Job, TrajectoryLog
+from agent.episode import SEED_GROUPS, SEED_SLOTS, EpisodeRunner, Job
 from agent.policy import Completion, SamplingConfig
 from agent.prompts import PromptSettings
 from agent.strategies import beam
+from agent.trajectory import TrajectoryLog
 from kernelbench.harness.result import EvalResult
 from kernelbench.tasks.task import Task
 from tests.test_episode import RELU_TASK_SRC, answer

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.episode import Trajectory, Turn
+from agent.trajectory import Trajectory, Turn
 from cli.main import main
 from evals.viewer import embed_json, load_run
 from kernelbench.harness.result import EvalResult

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from agent.episode import Trajectory
+from agent.trajectory import Trajectory
 from kernelbench.tasks.task import Task
 from train.config import TrainConfig
 from train.generation import chat_ids, generation_policy

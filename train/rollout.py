@@ -12,9 +12,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Protocol, Sequence
 
-from agent.episode import EpisodeRunner, Job, Trajectory
+from agent.episode import EpisodeRunner, Job
 from agent.policy import Policy, SamplingConfig
 from agent.prompts import PromptSettings
+from agent.trajectory import Trajectory
 from kernelbench.tasks.task import Task
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from agent.episode import Trajectory
+from agent.trajectory import Trajectory
 from rewards import ScoreConfig, advantages_by_task, turn_returns
 from rewards.score import HARNESS_ERROR, is_harness_error
 

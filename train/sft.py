@@ -81,7 +81,7 @@ def solution_examples(config: SFTConfig) -> list[Example]:
 
 def trajectory_examples(path: str, only_correct: bool = True, min_speedup: float = 0.0) -> list[Example]:
     """Turns of a trajectories.jsonl (train's or the episode runner's log) worth imitating."""
-    from agent.episode import read_trajectories
+    from agent.trajectory import read_trajectories
 
     examples = []
     for traj in read_trajectories(path):
