@@ -44,8 +44,6 @@ loads Model's weights into it, and `kernel-agent apply` later loads the trained 
 """
 
 import base64
-import importlib.abc
-import importlib.util
 import io
 import sys
 
@@ -124,6 +122,9 @@ CARRIED = '''_SOURCES = {{
 {entries}
 }}
 """The user's modules the harness's sandbox cannot read from disk: name -> (is a package, file, source)."""
+
+import importlib.abc  # noqa: E402 (with the carried sources: a file that carries none needs no finder)
+import importlib.util  # noqa: E402
 
 
 class _CarriedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):

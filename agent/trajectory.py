@@ -5,6 +5,7 @@ and bench's resume read it)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -12,6 +13,8 @@ from typing import Any, Iterator
 from agent.policy import Conversation
 from agent.prompts import Attempt
 from kernelbench.harness.result import CORRECT, EvalResult
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -118,8 +121,9 @@ def read_trajectories(path: str) -> Iterator[Trajectory]:
                 continue
             try:
                 data = json.loads(line)
-            except ValueError:
-                continue  # torn by a crash mid-write
+            except ValueError:  # torn by a crash mid-write: the trajectory it held runs again
+                log.warning("%s:%d: a torn write (not JSON), skipped", path, number)
+                continue
             try:
                 yield Trajectory.from_dict(data)
             except (ValueError, KeyError, TypeError) as e:

@@ -106,8 +106,9 @@ def _carried(needed: set[str], hidden: tuple[str, ...], shared: list[str]) -> di
         out[name] = (where[0], where[1], text)
         try:
             queue.extend(sorted(_imports(name, text, where[0]) - set(out)))
-        except SyntaxError:
-            pass  # it was imported, so it parses; a file changed since is the check's to find
+        except SyntaxError as e:  # it ran, so the file changed on disk since: what ran cannot be carried
+            raise Unextractable(f"{where[1]} no longer parses (line {e.lineno}: {e.msg}); it changed since it was "
+                                f"imported: run hotspots again") from None
     return dict(sorted(out.items()))
 
 

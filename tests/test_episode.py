@@ -292,7 +292,7 @@ def test_beam_keeps_the_best_and_replicates_them(tmp_path):
     assert sum(n for n, _ in policy.calls) == 6 * 4 and policy.calls[0][0] == 6
 
 
-def test_a_trajectory_log_skips_a_torn_write_and_refuses_a_foreign_record(tmp_path):
+def test_a_trajectory_log_skips_a_torn_write_and_refuses_a_foreign_record(tmp_path, caplog):
     from agent.trajectory import TrajectoryLog, read_trajectories
 
     log = TrajectoryLog(str(tmp_path / "t.jsonl"))
@@ -302,6 +302,7 @@ def test_a_trajectory_log_skips_a_torn_write_and_refuses_a_foreign_record(tmp_pa
         f.write('{"task_id": "L1/01", "traj_')  # a crash mid-write
     log.append(replace(good, traj_id="0/1"))  # the next append starts a fresh line after the torn one
     assert [t.traj_id for t in read_trajectories(log.path)] == ["0/0", "0/1"]
+    assert "t.jsonl:2: a torn write (not JSON), skipped" in caplog.text  # said, not dropped in silence
     with open(log.path, "a", encoding="utf-8") as f:
         f.write('{"step": 3, "loss": 0.5}\n')  # JSON, but not a trajectory: an error, never dropped in silence
     with pytest.raises(ValueError, match=r"t.jsonl:4: not a trajectory record"):
