@@ -99,3 +99,45 @@ def test_the_screen_in_steps_finds_an_error_in_any_step_and_agrees_with_the_exac
     changed[-2] += 1e-3
     assert "modified in place" in compare.inputs_unchanged([want], [changed])
     assert compare.inputs_unchanged([want], [want.clone()]) == ""
+
+
+def test_the_float32_screen_in_numpy_decides_as_the_steps_in_torch_do():
+    """The numpy screen (float32 on the CPU) and the torch steps agree on every case: within, past the bound by
+    a hair in the last element, a NaN or an infinity on either side, infinities on both, signed zeros, an
+    output whose float32 squares overflow, and without the RMS scale."""
+    import torch
+
+    from kernelbench.harness import compare
+
+    n = 2 * compare.NUMPY_CHUNK + 5
+    want = torch.randn(n) * 3
+    cases = {"within": want + 1e-5 * torch.randn(n)}
+    bound = (want[-1].abs() * 1e-4 + 1e-4 * float(want.double().square().mean().sqrt())) * compare.FAST_MARGIN
+    hair = want.clone()
+    hair[-1] += float(bound) * 1.01
+    cases["past the bound in the last element"] = hair
+    for what, value in (("nan", float("nan")), ("inf", float("inf")), ("-inf", float("-inf"))):
+        one = want.clone()
+        one[compare.NUMPY_CHUNK + 1] = value
+        cases[f"{what} in got"] = one
+    zeros = want.clone()
+    zeros[:10] = -0.0
+    cases["signed zeros"] = zeros
+    for name, got in cases.items():
+        for scale in (True, False):
+            fast = compare._clearly_within(got, want, 1e-4, 1e-4, scale)
+            steps = compare._clearly_within_steps(got, want, 1e-4, 1e-4, scale)
+            assert (fast is None) == (steps is None), (name, scale, fast, steps)
+            if fast is not None:
+                assert fast == pytest.approx(steps, rel=1e-6), name
+    for value in (float("nan"), float("inf")):  # on the reference's side, and on both
+        w = want.clone()
+        w[7] = value
+        for got in (want, w):
+            assert compare._clearly_within(got, w, 1e-4, 1e-4, True) is None
+            assert compare._clearly_within(got, w, 1e-4, 1e-4, False) is None
+    big = torch.full((n,), 3e19)
+    assert compare._clearly_within(big, big, 1e-4, 1e-4, True) is None  # the float32 squares overflow
+    zeros_w = want.clone()
+    zeros_w[:10] = 0.0
+    assert compare._clearly_within(zeros, zeros_w, 1e-4, 1e-4, True) is not None  # -0.0 and 0.0 agree

@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from kernelbench.harness.child.outputs import tensor_digest
@@ -96,6 +97,13 @@ def _clearly_within(got: torch.Tensor, want: torch.Tensor, a: float, r: float, s
     and their reasons are those of the exact path."""
     if got.dtype not in (torch.float32, torch.float16, torch.bfloat16) or got.numel() == 0:
         return None
+    if got.dtype == torch.float32 and got.device.type == "cpu" and want.device.type == "cpu":
+        return _clearly_within_f32(got.detach().reshape(-1).numpy(), want.detach().reshape(-1).numpy(), a, r, scale_atol)
+    return _clearly_within_steps(got, want, a, r, scale_atol)
+
+
+def _clearly_within_steps(got: torch.Tensor, want: torch.Tensor, a: float, r: float, scale_atol: bool) -> float | None:
+    """`_clearly_within` in torch, in steps of SCREEN_CHUNK elements (float16, bfloat16, tensors off the CPU)."""
     pairs = list(zip(_steps(got), _steps(want)))
     if scale_atol:
         squares = 0.0
@@ -115,6 +123,55 @@ def _clearly_within(got: torch.Tensor, want: torch.Tensor, a: float, r: float, s
         if bool(torch.gt(diff, bound).any()):
             return None
         worst = max(worst, float(diff.max()))
+    return worst
+
+
+NUMPY_CHUNK = 65536
+"""Elements per step of the float32 screen in numpy: two 256 KB scratch arrays that stay in a core's L2."""
+
+
+def _clearly_within_f32(g: np.ndarray, w: np.ndarray, a: float, r: float, scale_atol: bool) -> float | None:
+    """`_clearly_within` for float32 on the CPU, in numpy: the same bound, the same order of operations, the
+    same margin; 4.5x faster (3.4 ms against 15.5 ms per 2M elements on a 2-core VM; about twenty outputs
+    per evaluation). Why numpy: its ufuncs never start threads (the reason for SCREEN_CHUNK) and cost about a
+    microsecond per call where a torch op costs several, so the steps stay small enough for the cache.
+    Non-finite values need no pass of their own: a NaN or infinity in either tensor makes `|g - w| - bound`
+    NaN or positive somewhere (inf - inf is NaN), and a NaN maximum fails `<= 0`, so such a tensor goes to
+    the exact path as before."""
+    with np.errstate(all="ignore"):  # NaN and infinities are expected here and decided below
+        return _f32_screen(g, w, a, r, scale_atol)
+
+
+def _f32_screen(g: np.ndarray, w: np.ndarray, a: float, r: float, scale_atol: bool) -> float | None:
+    n = g.size
+    step = min(NUMPY_CHUNK, n)
+    d, b = np.empty(step, np.float32), np.empty(step, np.float32)
+    if scale_atol:
+        squares = 0.0
+        for i in range(0, n, step):
+            wc = w[i:i + step]
+            dc = d[:wc.size]
+            np.multiply(wc, wc, out=dc)
+            squares += float(dc.sum(dtype=np.float64))
+        rms = math.sqrt(squares / n)
+        if not math.isfinite(rms):
+            return None
+        a *= max(1.0, rms)
+    r32, a32, margin = np.float32(r), np.float32(a), np.float32(FAST_MARGIN)
+    worst = 0.0
+    for i in range(0, n, step):
+        gc, wc = g[i:i + step], w[i:i + step]
+        dc, bc = d[:wc.size], b[:wc.size]
+        np.subtract(gc, wc, out=dc)
+        np.abs(dc, out=dc)
+        np.abs(wc, out=bc)
+        bc *= r32
+        bc += a32
+        bc *= margin
+        np.subtract(dc, bc, out=bc)  # <= 0 exactly where |g - w| <= bound (a rounded difference keeps its sign)
+        if not bc.max() <= 0:
+            return None
+        worst = max(worst, float(dc.max()))
     return worst
 
 

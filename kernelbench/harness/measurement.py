@@ -20,6 +20,7 @@ from kernelbench.harness.reference import REFERENCE_FILE_MB, HarnessError, Refer
 from kernelbench.harness.result import CORRECT
 from kernelbench.harness.staged import Staged, policy_of
 from kernelbench.harness.verdict import RunVerdict, verdict
+from kernelbench.harness.verdict import checks_asked as verdict_checks
 
 def report_bound(inputs_bytes: int, seeds: Seeds, checks: int) -> int:
     """Most bytes the run child's report may carry: the output and argument buffers of each reported call (every
@@ -231,15 +232,19 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds,
                 pairing = paired.run_rounds(ref_pipes, ref_child, cand_pipes, cand_child, plan,
                                             len(job.setup.timing_checks))
             cand_pipes.send("E")
+            # the reference keeps the outputs of the check calls the verdict judges (`verdict.checks_asked`), as its
+            # own blocks computed them; a pairing that stopped is rejected `timing_inconsistent` and judges none
+            judged = verdict_checks(len(job.setup.timing_checks), pairing) if pairing and not pairing.stopped else 0
+            end = f"E {judged}"
             if not ref_job.time_compile:  # its profiled call (untimed) runs beside the candidate's verification
-                ref_pipes.send("E")
+                ref_pipes.send(end)
             out = cand_child.wait()  # every process of its sandbox killed (past its deadline: a timeout)
             frames = collector.finish(trailer=_trailer(job))
             if ref_job.time_compile:  # the torch.compile baseline is timed now, with the candidate gone
-                ref_pipes.send("E")
+                ref_pipes.send(end)
             ref = reference_from(staged.task, ref_child.wait(), worker.read_result(ref_scratch, ref_job.nonce),
                                  ref_scratch, pairing.rounds_done if pairing else 0,
-                                 group.ref if group is not None else None)
+                                 group.ref if group is not None else None, judged_checks=judged)
             if pairing is not None and pairing.stopped == paired.REFERENCE_STOPPED:
                 raise HarnessError(f"reference of task {staged.task.id} stopped during paired timing")
             return replace(verdict(staged, ref, out, frames, job, True, pairing, code=check),

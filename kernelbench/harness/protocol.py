@@ -116,6 +116,10 @@ CHECK_POOL_FACTOR = 2
 the count per block is random (`paired.draw_checks`, `timing.Measurement.place_checks`), and the pool must
 rarely run dry (with 10 expected, a pool of 20 runs dry in about 2 runs in 1,000, and then only for the last trials)."""
 
+CHECKS_FILE = "checks.pt"
+"""Paired timing: the file in which the reference child leaves the outputs and input digests of the check calls the
+parent judges, written after its blocks (`child.reference._judged_checks`, read by `reference.reference_from`)."""
+
 # --- jobs (parent -> child) --------------------------------------------------------------------------
 
 

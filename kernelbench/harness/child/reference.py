@@ -81,7 +81,9 @@ def run_reference(job: protocol.ReferenceJob, scratch: str, reporter: Any = None
     if job.part == "timing":  # the parent holds the group's outputs
         structures, profile_error = [], profiled_call.warm_up(device) if profile else ""
     else:
-        structures, profile_error = _expected(model, sets, timing_sets, timed, device, checks, scratch, profile)
+        # paired timing: the check calls' outputs come from the reference's own blocks (`_timings`), not up front
+        upfront = checks if job.paired is None and job.part != "outputs" else []
+        structures, profile_error = _expected(model, sets, timing_sets, timed, device, upfront, scratch, profile)
         if setup.timing_trials > 0:  # speed of light: bytes and FLOPs of the timed configuration, counted here (trusted
             from kernelbench.harness.child import work  # task code only; never in the candidate's child) and reported with the rest
 
@@ -89,7 +91,7 @@ def run_reference(job: protocol.ReferenceJob, scratch: str, reporter: Any = None
     many = len(problem.configs) > 1 and job.part != "timing"
     times: dict[str, Any] = dict(timing=None, timing_blocks=None, profile=None, compile_timing=None)
     if setup.timing_trials > 0 and job.part != "outputs":
-        times.update(_timings(job, model, timed, device, checks, profile, profile_error))
+        times.update(_timings(job, model, timed, device, checks, profile, profile_error, scratch))
     return protocol.ReferenceResult(
         structures=tuple(structures), work=counted.get("work", {}), work_error=counted.get("work_error", ""),
         set_configs=tuple(set_configs) if many else (),
@@ -178,8 +180,27 @@ def _expected(model: Any, sets: list[Any], timing_sets: list[Any], timed: list[A
     return structures, profile_error
 
 
+def _judged_checks(n: int | None, kept: dict[int, list[Any]], checks: list[Any], timed: list[Any], scratch: str) -> None:
+    """Paired timing: the first `n` check calls of the pool (those the parent judges: the run child ran exactly
+    these among its trials, `verdict.checks_asked`), their outputs as this child's blocks computed them (the same
+    calls in the same order: each block places its count in pool order, `Measurement.place_checks`) and their
+    inputs' digests, into `protocol.CHECKS_FILE`. Why here and not up front: the pool is twice what the blocks place, and
+    computing, digesting and saving all of it before timing held both children for 0.3-0.4 s of a 2.5 s warm
+    evaluation (8 MB ReLU); here only the judged ones are digested, while the run child verifies."""
+    import torch
+
+    if n is None:
+        raise RuntimeError("paired timing: the parent ended without the count of judged check calls")
+    missing = [j for j in range(n) if j not in kept]
+    if missing or n > len(checks):
+        raise RuntimeError(f"paired timing: {n} check calls judged, but this child's blocks computed {sorted(kept)}")
+    digests = [input_digests(timing.check_inputs(timed[k % len(timed)], seed)) for k, seed in checks[:n]]
+    torch.save({"check_outputs": [kept[j] for j in range(n)], "check_input_digests": digests},
+               os.path.join(scratch, protocol.CHECKS_FILE))
+
+
 def _timings(job: protocol.ReferenceJob, model: Any, timed: list[Any], device: str, checks: list[Any], profile: bool,
-             profile_error: str) -> dict[str, Any]:
+             profile_error: str, scratch: str) -> dict[str, Any]:
     """The reference's timing (paired or in one go), its profiled call and its torch.compile baseline."""
     import torch
 
@@ -187,8 +208,16 @@ def _timings(job: protocol.ReferenceJob, model: Any, timed: list[Any], device: s
 
     setup, found = job.setup, {}
     if job.paired is not None:  # blocks on the parent's word, alternating with the candidate's (kernelbench.harness.paired)
-        m = timing.Measurement(model, timed, device, sink(job), checks)
+        kept: dict[int, list[Any]] = {}
+        report = sink(job)
+
+        def keep(label: str, out: Any, buffers: list[Any]) -> None:
+            kept[int(label.split("/")[1])] = flatten_output(out)[1]
+            report(label, out, buffers)
+
+        m = timing.Measurement(model, timed, device, keep, checks)
         blocks = timing.serve_blocks(m, setup.warmup_trials, timing.Channel(job.paired.read_fd, job.paired.write_fd))
+        _judged_checks(m.checks_judged, kept, checks, timed, scratch)
         if m.times_ms:
             found["timing"] = protocol.Timing(**timing.stats(m.times_ms, setup.warmup_trials).to_dict())
             found["timing_blocks"] = blocks

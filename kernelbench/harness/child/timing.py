@@ -131,6 +131,8 @@ class Measurement:
         self.checks_done: set[int] = set()
         self._next_check = 0
         self.held: list[tuple[str, Any, list[Any]]] = []
+        self.checks_judged: int | None = None
+        """Paired timing: the count of check calls the parent judges (`E n`; None: a bare `E`)."""
 
     def _check(self, j: int, hold: bool = False) -> None:
         """Untimed call on timing set k perturbed by the parent's secret seed; its output and the buffers after
@@ -365,7 +367,8 @@ def serve_blocks(m: Measurement, warmup: int, channel: Channel) -> list[list[flo
     """Paired timing, child side: warm up, say `ready <ms per call>`, then time `n` trials with `c` check calls
     among them (`Measurement.place_checks`; the parent draws `c`, the same for both children) on each `T n c`
     and answer `done`; then send the block's held check calls (`Measurement.send_held`) and say `sent`; until
-    `E`. Returns the blocks' times (ms)."""
+    `E` (the run child's end) or `E n` (the reference's: the parent judges the first `n` check calls of the pool,
+    kept in `m.checks_judged`). Returns the blocks' times (ms)."""
     per_call_ms = 1e3 * m.warm_up(warmup)
     channel.send(f"ready {per_call_ms:.6f}")
     blocks: list[list[float]] = []
@@ -380,6 +383,9 @@ def serve_blocks(m: Measurement, warmup: int, channel: Channel) -> list[list[flo
             m.send_held()
             channel.send(SENT)
         elif line == "E":
+            return blocks
+        elif len(parts) == 2 and parts[0] == "E" and parts[1].isdigit():
+            m.checks_judged = int(parts[1])
             return blocks
         else:
             raise RuntimeError(f"paired timing: unexpected command {line[:20]!r}")

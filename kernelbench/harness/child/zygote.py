@@ -59,6 +59,7 @@ def serve(control_fd: int) -> None:
     """Serve requests until the parent closes the control socket (it exited), then leave."""
     from kernelbench.harness.child import worker  # noqa: F401  torch and the worker's code, imported once here
 
+    _import_lazy_modules()
     control = socket.socket(fileno=control_fd)
     keepers: dict[int, tuple[int, socket.socket]] = {}  # pidfd -> (keeper pid, reply socket)
     while True:
@@ -81,6 +82,21 @@ def serve(control_fd: int) -> None:
                 except OSError:
                     pass
                 reply.close()
+
+
+LAZY_MODULES = ("torch.fx.experimental.symbolic_shapes", "torch.utils.flop_counter", "torch.utils.cpp_extension")
+"""Modules torch or the worker import on first use inside a job, imported here once instead of in every job:
+`symbolic_shapes` (and sympy) on the first `torch._check` of a meta tensor, which the reference's size check
+makes (`reference._refuse_oversized`: 0.25 s of every reference on a 2-core VM); `flop_counter` (and triton,
+where installed) for the reference's count of work (`work.count_work`, 0.13 s here, about 1 s with triton);
+`cpp_extension` for the run child's kernel-call count. None of them initialises CUDA (the zygote must not)."""
+
+
+def _import_lazy_modules() -> None:
+    import importlib
+
+    for name in LAZY_MODULES:
+        importlib.import_module(name)
 
 
 def _start(msg: bytes, fds: list[int], keepers: dict) -> None:
