@@ -162,6 +162,11 @@ def main() -> None:
                  for warm in (False, True)}
         ratio = rates[True] / rates[False]
         row(f"  group of {args.group}: warm workers and one group / fresh interpreters, each alone", f"{ratio:.2f}x")
+        if args.device == "cpu":  # not the default: timings take turns (slots.TimingLease), untimed work overlaps
+            two = group_rate(cfg, cand, args.group, "bench-group", run_workers=2)
+            if old_rate > 0:
+                row(f"  group of {args.group}, 2 run workers / the harness of {args.baseline}", f"{two / old_rate:.2f}x",
+                    "a measured option, not the default")
         if old_rate > 0:
             ratio = rates[True] / old_rate
             row(f"  group of {args.group}: this harness / the harness of {args.baseline}", f"{ratio:.2f}x")
@@ -205,25 +210,28 @@ def cli_evaluation(device: str, src: str, cache: str, warm: bool, n: int = 3) ->
     return statistics.median(times)
 
 
-def group_rate(cfg: EvalConfig, cand: str, n: int, group: str = "") -> float:
+def group_rate(cfg: EvalConfig, cand: str, n: int, group: str = "", run_workers: int = 1) -> float:
     """Evaluations per minute of `n` distinct honest candidates of one task through an `Evaluator` with its
     defaults (what a GRPO group of one task asks of the harness), their builds cached beforehand; `group`:
-    submitted as one group (`Evaluator.submit(..., group=)`: one reference's inputs and outputs)."""
+    submitted as one group (`Evaluator.submit(..., group=)`: one reference's inputs and outputs). Also prints
+    the spread of the group's speedups (the candidates differ in a comment only)."""
     from kernelbench.harness.evaluate import compile_stage
 
     batch = [fresh(cand) for _ in range(n)]
     for s in batch:
         compile_stage(TASK, s, cfg)  # warm build cache: the group's figure is the run stage's
-    ev = Evaluator(cfg)
+    ev = Evaluator(cfg, run_workers=run_workers)
     try:
         t, out = wall(lambda: [f.result() for f in [ev.submit(TASK, s, group=group) for s in batch]])
     finally:
         ev.close()
     rate = 60 * n / t
     statuses = ",".join(sorted({r.status for r in out}))
-    row(f"group of {n}, {'warm workers' if cfg.warm_workers else 'fresh interpreters'}{', one group' if group else ''}",
-        f"{rate:.1f} /min",
-        f"{t:.1f} s; statuses {statuses}")
+    speedups = [r.speedup for r in out]
+    spread = statistics.pstdev(speedups) / statistics.fmean(speedups) if statistics.fmean(speedups) else float("nan")
+    row(f"group of {n}, {'warm workers' if cfg.warm_workers else 'fresh interpreters'}{', one group' if group else ''}"
+        f"{f', {run_workers} run workers' if run_workers > 1 else ''}", f"{rate:.1f} /min",
+        f"{t:.1f} s; statuses {statuses}; speedups CV {100 * spread:.1f} %")
     return rate
 
 

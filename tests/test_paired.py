@@ -548,3 +548,89 @@ def test_bench_reports_where_the_true_cv_lies():
         low, high = bench.cv_interval(0.05, n)
         assert abs(low / 0.05 - exact[0]) < 0.02 * exact[0] and abs(high / 0.05 - exact[1]) < 0.02 * exact[1], n
     assert all(math.isnan(x) for x in bench.cv_interval(0.05, 1))
+
+
+def test_the_reference_keeps_its_blocks_check_outputs_for_the_judged_count(tmp_path):
+    """Paired timing: the reference's blocks place the same counts in pool order as the run child's, so they make
+    the same check calls; after `E n` it writes the first n outputs, as its blocks computed them, and their
+    inputs' digests (`protocol.CHECKS_FILE`), and the parent's record reads exactly n. A count its blocks did
+    not reach, or a file holding another count, is the harness's fault, raised, never a verdict."""
+    import os
+
+    import torch
+
+    from kernelbench.harness import protocol, reference
+    from kernelbench.harness.child import reference as child_reference, timing
+    from kernelbench.harness.child.outputs import input_digests
+
+    sets = [[torch.randn(64)], [torch.randn(64)]]
+    pool = [(j % 2, 1000 + j) for j in range(8)]
+    kept: dict = {}
+    m = timing.Measurement(lambda x: x.relu(), sets, "cpu",
+                           lambda label, out, b: kept.update({int(label.split("/")[1]): [out.clone()]}), pool)
+    m.warm_up(1)
+    for count in (2, 1, 0):
+        m.block(6, count)
+        m.send_held()
+    child_reference._judged_checks(3, kept, pool, sets, str(tmp_path))
+    rec = reference._judged_checks(str(tmp_path), 3)
+    for j, (k, seed) in enumerate(pool[:3]):
+        want = timing.check_inputs(sets[k], seed)
+        assert torch.equal(rec["check_outputs"][j][0], want[0].relu())
+        assert rec["check_input_digests"][j] == input_digests(want)
+    with pytest.raises(reference.HarnessError, match="not the 2 judged"):
+        reference._judged_checks(str(tmp_path), 2)
+    with pytest.raises(RuntimeError, match="blocks computed"):
+        child_reference._judged_checks(4, kept, pool, sets, str(tmp_path))
+    os.unlink(tmp_path / protocol.CHECKS_FILE)
+    with pytest.raises(reference.HarnessError, match="wrote no"):
+        reference._judged_checks(str(tmp_path), 3)
+
+
+def test_one_paired_timing_at_a_time_on_the_machine_and_the_wait_is_not_the_candidates(relu, monkeypatch):
+    """`slots.TimingLease`: two evaluations in flight time their rounds one after the other, and a turn held by
+    another process (here a subprocess, for longer than the run stage's whole limit) delays the rounds without
+    using up the children's limits: the evaluation is still `correct`."""
+    import subprocess
+    import sys
+    import threading
+
+    from kernelbench.executors.evaluator import Evaluator
+    from kernelbench.harness.config import EvalConfig
+    from kernelbench.harness.evaluate import evaluate
+
+    task, src = relu
+    spans: list[tuple[float, float]] = []
+    original = paired.run_rounds
+
+    def recorded(*args, **kwargs):
+        t0 = time.monotonic()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            spans.append((t0, time.monotonic()))
+
+    monkeypatch.setattr(paired, "run_rounds", recorded)
+    cfg = EvalConfig(device="cpu", timing_trials=40, timing_rounds=8)
+    with Evaluator(cfg, compile_workers=1, run_workers=2) as ev:
+        results = [f.result() for f in [ev.submit(task, f"# {i}\n{src}") for i in range(3)]]
+    assert [r.status for r in results] == ["correct"] * 3
+    spans.sort()
+    assert len(spans) == 3 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]); "
+                               "from kernelbench.harness.slots import TimingLease\n"
+                               "with TimingLease():\n print('held', flush=True); time.sleep(12)",
+                               os.path.dirname(os.path.dirname(os.path.abspath(__file__)))],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        released: list[float] = []
+        threading.Thread(target=lambda: (holder.wait(), released.append(time.monotonic())), daemon=True).start()
+        spans.clear()
+        start = time.monotonic()
+        r = evaluate(task, src, replace(cfg, run_timeout_s=8.0))
+        assert r.status == "correct", (r.status, r.feedback[:300])
+        assert released and len(spans) == 1
+        assert spans[0][0] >= released[0] - 1.0 and spans[0][0] - start > 8.0  # waited past the whole limit
+    finally:
+        holder.kill()

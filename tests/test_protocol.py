@@ -16,7 +16,7 @@ JOBS = [
     protocol.CompileJob(nonce="ab", device="cpu", candidate="candidate.py", pch_dir="/pch", report_fd=5),
     protocol.ReferenceJob(nonce="cd", setup=SETUP, task=protocol.TaskFields(
         id="L1/03_gelu", level=1, name="03_gelu", origin="builtin", source="class Model: ...", path="", op_policy="strict"),
-        size="cpu", time_compile=True, timing_seeds=(4, 5), paired=protocol.PipeFds(read_fd=3, write_fd=4), discard_fd=9),
+        size="cpu", time_compile=True, timing_seeds=(4, 5), paired=protocol.PipeFds(read_fd=3, write_fd=4)),
     protocol.RunJob(nonce="ef", setup=SETUP, candidate="candidate.py", pch_dir="", triton=False, trace_ops=True,
                     build_manifest={"ext/k.so": {"sha256": "00", "kind": "file"}}, refuse_exec_memory=True, report_fd=6,
                     paired=None),

@@ -32,8 +32,10 @@ class ExecutorConfig:
     compile_workers: int = 2
     """Parallel compile jobs (threads locally, CPU actors on Ray)."""
     run_workers: int = 1
-    """Parallel run (correctness + timing) jobs: one per GPU, one on CPU so that timings do not collide
-    (threads locally, GPU actors on Ray)."""
+    """Parallel run (correctness + timing) jobs: one per GPU; one on CPU, where paired timings take turns
+    machine-wide anyway (`slots.TimingLease`) and a second run worker only overlaps untimed work with another's
+    rounds (measured in docs/harness.md, "Timing": more evaluations a minute, a wider spread on memory-bound
+    kernels) (threads locally, GPU actors on Ray)."""
     max_in_flight: int = 0
     """Most unfinished evaluations at once; submitting more waits (0: no bound)."""
     gpus: tuple[str, ...] = ()

@@ -187,7 +187,6 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds,
     config = staged.config
     ref_pipes, cand_pipes = paired.Pipes(), paired.Pipes()
     collector = report.Collector(0)
-    sink = report.Collector(0)  # the reference's stand-in reports: drained, dropped
     running: list[sandbox.RunningChild] = []
     check = ref_check = None
     with sandbox.SlotLease() as ref_slot:
@@ -196,17 +195,16 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds,
         try:
             if group is not None:
                 _copy_inputs(group.inputs_dir, ref_scratch, ref_slot.uid)
-            ref_job = reference_job(staged.task, config, seeds, ref_pipes, sink.write_fd,
+            ref_job = reference_job(staged.task, config, seeds, ref_pipes,
                                     "timing" if group is not None else "all")
             # alive for its own work, the candidate's whole run and the torch.compile baseline after it
             ref_spec = children.child_spec(config, ref_scratch, ref_job, max_file_mb=REFERENCE_FILE_MB,
-                                   pass_fds=ref_pipes.child_fds + (sink.write_fd,), timeout_s=3 * config.run_timeout_s)
+                                   pass_fds=ref_pipes.child_fds, timeout_s=3 * config.run_timeout_s)
             ref_check = _code_check(staged, judged=False)  # sampled as the candidate is: the same cost
             ref_child = sandbox.start_child(ref_spec, ref_slot, config.require_sandbox,
                                             ref_check.attach if ref_check else None)
             running.append(ref_child)
             ref_pipes.started()
-            sink.started()
             # the run child starts now, beside the reference, and waits for its inputs (timing.GO)
             scratch, spec, job = _run_job(staged, seeds, slot, "", collector, cand_pipes)
             check = _code_check(staged)
@@ -229,8 +227,11 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds,
             if cand_call_ms is not None:
                 plan = paired.plan(config.timing_trials, config.timing_rounds, config.run_timeout_s / 4, ref_call_ms,
                                    cand_call_ms, config.min_timing_trials)
-                pairing = paired.run_rounds(ref_pipes, ref_child, cand_pipes, cand_child, plan,
-                                            len(job.setup.timing_checks))
+                with sandbox.TimingLease() as turn:  # one paired timing at a time on this machine
+                    ref_child.extend_s(turn.waited_s)
+                    cand_child.extend_s(turn.waited_s)
+                    pairing = paired.run_rounds(ref_pipes, ref_child, cand_pipes, cand_child, plan,
+                                                len(job.setup.timing_checks))
             cand_pipes.send("E")
             # the reference keeps the outputs of the check calls the verdict judges (`verdict.checks_asked`), as its
             # own blocks computed them; a pairing that stopped is rejected `timing_inconsistent` and judges none
@@ -258,7 +259,6 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds,
             ref_pipes.close()
             cand_pipes.close()
             collector.close()
-            sink.close()
             remove_tree(ref_scratch)
             if scratch:
                 remove_tree(scratch)

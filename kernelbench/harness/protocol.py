@@ -198,8 +198,6 @@ class ReferenceJob(Record):
     timing_seeds: tuple[int, ...]
     paired: PipeFds | None
     """Paired timing's pipes (CPU), None when timed in one go."""
-    discard_fd: int | None
-    """Paired timing: the pipe its stand-in reports go to (drained and dropped), None otherwise."""
     part: str = "all"
     """`all`: inputs, outputs and timing. A group's paired timing (`reference_cache`): `outputs`, the group's
     inputs and outputs, untimed; `timing`, paired timing beside one candidate of the group on the group's

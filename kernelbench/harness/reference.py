@@ -61,14 +61,14 @@ class Reference:
 
 
 def reference_job(task: Task, config: EvalConfig, seeds: Seeds, pipes: paired.Pipes | None = None,
-                  discard_fd: int | None = None, part: str = "all") -> protocol.ReferenceJob:
-    """The reference child's job; `pipes` and `discard_fd` for paired timing; `part`: `protocol.ReferenceJob.part`."""
+                  part: str = "all") -> protocol.ReferenceJob:
+    """The reference child's job; `pipes` for paired timing; `part`: `protocol.ReferenceJob.part`."""
     task_fields = protocol.TaskFields(id=task.id, level=task.level, name=task.name, origin=task.origin,
                                       source=task.source, path=task.path, op_policy=task.op_policy)
     return protocol.ReferenceJob(
         nonce=secrets.token_hex(16), setup=children.setup(config, seeds), task=task_fields, size=config.size,
         time_compile=config.time_compile_baseline, timing_seeds=tuple(seeds.timing_seeds),
-        paired=protocol.PipeFds(**pipes.job_fields()) if pipes else None, discard_fd=discard_fd, part=part)
+        paired=protocol.PipeFds(**pipes.job_fields()) if pipes else None, part=part)
 
 
 def _load(path: str) -> dict[str, Any]:

@@ -48,7 +48,7 @@ from typing import Callable
 from kernelbench.harness import bwrap, cgroups, process_tree, warm_child
 from kernelbench.harness.child_spec import (BWRAP, ENV_ALLOWED, PROGRESS_FD_ENV, RLIMITS, STARTED, TAIL_CHARS,  # noqa: F401 (re-exported)
                                             UNTRUSTED, Bind, ChildOutcome, ChildSpec, Limits, WorkerEntry)
-from kernelbench.harness.slots import MAX_SLOTS, SLOT_UID_BASE, SlotLease, give_tree, make_scratch  # noqa: F401 (re-exported)
+from kernelbench.harness.slots import MAX_SLOTS, SLOT_UID_BASE, SlotLease, TimingLease, give_tree, make_scratch  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +136,11 @@ class RunningChild:
         parent's word (paired timing's run child, `timing.GO`) gets its whole limit from then on."""
         self.deadline = time.perf_counter() + (self.deadline - self.start)
         self.start = time.perf_counter()
+
+    def extend_s(self, seconds: float) -> None:
+        """Push the deadline back by `seconds` the parent made the child wait (paired timing's turn,
+        `slots.TimingLease`): waiting for another evaluation's timing is not the candidate's time."""
+        self.deadline += max(0.0, seconds)
 
     def freeze(self) -> bool:
         """Stop every task of this sandbox and return once the kernel says each one has stopped (True) or the

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from kernelbench.harness import protocol
 from kernelbench.harness.child import profiled_call, timing
-from kernelbench.harness.child.outputs import call_record, flatten_output, input_digests, report_value, sync
+from kernelbench.harness.child.outputs import flatten_output, input_digests, report_value, sync
 
 
 def full_precision() -> None:
@@ -30,18 +30,6 @@ def discard(label: str, out: Any, buffers: list[Any]) -> None:
     """The reference's stand-in for the run child's report of a check or verification call: the same copies and
     serialisation, thrown away, so both children do the same untimed work per block (`paired.unaccounted`)."""
     report_value(out, buffers)
-
-
-def sink(job: protocol.ReferenceJob) -> Callable[[str, Any, list[Any]], None]:
-    """The reference's stand-in reports during paired timing: the same bytes the run child sends, written into a
-    pipe the parent drains and drops (`discard_fd`), so both children pay the same copies and pipe round trips
-    inside their blocks (`paired.unaccounted` compares what the blocks leave unaccounted for)."""
-    if job.discard_fd is None:
-        return discard
-    from kernelbench.harness import report
-
-    out = report.Reporter(job.discard_fd)
-    return lambda label, value, buffers: out.send_tensors("verify/0", call_record(value, buffers))
 
 
 def run_reference(job: protocol.ReferenceJob, scratch: str, reporter: Any = None) -> tuple[protocol.ReferenceResult, None]:
@@ -208,12 +196,12 @@ def _timings(job: protocol.ReferenceJob, model: Any, timed: list[Any], device: s
 
     setup, found = job.setup, {}
     if job.paired is not None:  # blocks on the parent's word, alternating with the candidate's (kernelbench.harness.paired)
+        # its blocks' check calls are held as plain copies as the run child's are (the same untimed work inside
+        # the blocks); what the run child then sends, after the parent's readings, this child keeps
         kept: dict[int, list[Any]] = {}
-        report = sink(job)
 
         def keep(label: str, out: Any, buffers: list[Any]) -> None:
             kept[int(label.split("/")[1])] = flatten_output(out)[1]
-            report(label, out, buffers)
 
         m = timing.Measurement(model, timed, device, keep, checks)
         blocks = timing.serve_blocks(m, setup.warmup_trials, timing.Channel(job.paired.read_fd, job.paired.write_fd))
