@@ -265,7 +265,7 @@ class Fault(Record):
 
 @dataclass(frozen=True)
 class Timing(Record):
-    """Trial times of one model in milliseconds (`timing.TimingStats`, field for field)."""
+    """Trial times of one model in milliseconds (`child.timing.stats`), as both children report them."""
 
     median_ms: float
     mean_ms: float

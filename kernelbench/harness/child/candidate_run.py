@@ -117,8 +117,7 @@ class Tools:
     measure: Callable[..., Any]
     measurement: Any
     serve: Callable[..., Any]
-    stats: Callable[..., Any]
-    timing: Callable[..., protocol.Timing]
+    stats: Callable[..., protocol.Timing]
     refusal: Callable[..., protocol.TaskRefusal]
     flatten: Callable[..., Any]
     sync: Callable[[str], None]
@@ -201,7 +200,7 @@ def _install(job: protocol.RunJob, scratch: str, reporter: report.Reporter) -> t
     # and a collector enabled only outside them would tell the candidate which calls are judged.
     gc.disable()
     tools = Tools(torch=torch, checkpoint=checkpoint, measure=timing.measure, measurement=timing.Measurement,
-                  serve=timing.serve_blocks, stats=timing.stats, timing=protocol.Timing,
+                  serve=timing.serve_blocks, stats=timing.stats,
                   refusal=protocol.TaskRefusal, flatten=flatten_output, sync=sync,
                   send=reporter.send_tensors, record=call_record, clone_args=clone_args, to_device=to_device,
                   timers_intact=timing.timers_intact, no_grad=torch.no_grad, call=checks.call, checks=checks,
@@ -310,12 +309,12 @@ def _timing(tools: Tools, job: protocol.RunJob, data: dict[str, Any], state: Run
         blocks = tools.serve(m, setup.warmup_trials, tools.channel)
         m.verify(leftovers=False)  # the parent knows which checks ran among the trials (`verdict.checks_asked`)
         if m.times_ms:
-            state.timing = tools.timing(**tools.stats(m.times_ms, setup.warmup_trials).to_dict())
+            state.timing = tools.stats(m.times_ms, setup.warmup_trials)
             state.timing_blocks = blocks
     else:
         st = tools.measure(traced, timed, setup.device, setup.warmup_trials, setup.timing_trials, setup.timing_budget_s,
                            emit, checks, setup.min_trials)
-        state.timing = tools.timing(**st.to_dict())
+        state.timing = st
     tools.checkpoint("timing")
 
 

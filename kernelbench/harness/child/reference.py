@@ -207,12 +207,12 @@ def _timings(job: protocol.ReferenceJob, model: Any, timed: list[Any], device: s
         blocks = timing.serve_blocks(m, setup.warmup_trials, timing.Channel(job.paired.read_fd, job.paired.write_fd))
         _judged_checks(m.checks_judged, kept, checks, timed, scratch)
         if m.times_ms:
-            found["timing"] = protocol.Timing(**timing.stats(m.times_ms, setup.warmup_trials).to_dict())
+            found["timing"] = timing.stats(m.times_ms, setup.warmup_trials)
             found["timing_blocks"] = blocks
     else:
         st = timing.measure(model, timed, device, setup.warmup_trials, setup.timing_trials, setup.timing_budget_s,
                             discard, checks, setup.min_trials)
-        found["timing"] = protocol.Timing(**st.to_dict())
+        found["timing"] = st
     if profile and timed:  # after the timing: one untimed call, the same way as the candidate's (kernelbench.harness.profiling)
         found["profile"] = {"ok": False, "error": profile_error} if profile_error else \
             profiled_call.report(model, clone_args(timed[0]), device, ())
@@ -220,5 +220,5 @@ def _timings(job: protocol.ReferenceJob, model: Any, timed: list[Any], device: s
         compiled = torch.compile(model)
         st = timing.measure(compiled, timed, device, setup.warmup_trials, setup.timing_trials, setup.timing_budget_s,
                             discard, checks, setup.min_trials)
-        found["compile_timing"] = protocol.Timing(**st.to_dict())
+        found["compile_timing"] = st
     return found

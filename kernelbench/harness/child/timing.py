@@ -36,12 +36,11 @@ import random
 import select
 import statistics
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
 import torch
 
-from kernelbench.harness.protocol import CHECK_POOL_FACTOR
+from kernelbench.harness.protocol import CHECK_POOL_FACTOR, Timing
 from kernelbench.harness.child.call_inputs import (FACTOR_LEVELS, SCALE_RANGE, Perturbation, check_inputs,  # noqa: F401
                                                    fits, fresh_buffers, write_inputs)
 from kernelbench.harness.child.outputs import plain_copy
@@ -85,24 +84,9 @@ def timers_intact() -> list[str]:
     return [name for name, obj in PUBLIC_TIMERS.items() if _current(name) is not obj]
 
 
-@dataclass(frozen=True)
-class TimingStats:
-    """Trial times of one model in milliseconds."""
-
-    median_ms: float
-    mean_ms: float
-    std_ms: float
-    min_ms: float
-    total_ms: float
-    trials: int
-    warmup: int
-
-    def to_dict(self) -> dict[str, float]:
-        return dict(self.__dict__)
-
-
-def stats(times_ms: list[float], warmup: int) -> TimingStats:
-    return TimingStats(median_ms=statistics.median(times_ms), mean_ms=statistics.fmean(times_ms),
+def stats(times_ms: list[float], warmup: int) -> Timing:
+    """The protocol's record of `times_ms` (one model's trial times), as both children report it."""
+    return Timing(median_ms=statistics.median(times_ms), mean_ms=statistics.fmean(times_ms),
                        std_ms=statistics.pstdev(times_ms) if len(times_ms) > 1 else 0.0, min_ms=min(times_ms),
                        total_ms=sum(times_ms), trials=len(times_ms), warmup=warmup)
 
@@ -288,7 +272,7 @@ def trial_count(trials: int, floor: int, budget_s: float, per_call_s: float) -> 
 
 def measure(fn: Callable[..., Any], arg_sets: list[list[Any]], device: str, warmup: int, trials: int,
             budget_s: float, emit: Callable[[str, Any, list[Any]], None],
-            checks: list[tuple[int, int]] | tuple = (), floor: int = MIN_TRIALS) -> TimingStats:
+            checks: list[tuple[int, int]] | tuple = (), floor: int = MIN_TRIALS) -> Timing:
     """Time `fn` over `arg_sets` (already on `device`), each call on freshly perturbed values.
 
     Every check call lands among the trials that run (positions drawn after the count is fixed); then the
