@@ -552,9 +552,10 @@ def test_bench_reports_where_the_true_cv_lies():
 
 def test_the_reference_keeps_its_blocks_check_outputs_for_the_judged_count(tmp_path):
     """Paired timing: the reference's blocks place the same counts in pool order as the run child's, so they make
-    the same check calls; after `E n` it writes the first n outputs, as its blocks computed them, and their
-    inputs' digests (`protocol.CHECKS_FILE`), and the parent's record reads exactly n. A count its blocks did
-    not reach, or a file holding another count, is the harness's fault, raised, never a verdict."""
+    the same check calls; each one's outputs go to a file as the run child's go to the parent, and after `E n`
+    the count and the first n inputs' digests (`protocol.CHECKS_FILE`); the parent's record reads exactly n. A
+    count its blocks did not reach, a file holding another count or a missing output is the harness's fault,
+    raised, never a verdict."""
     import os
 
     import torch
@@ -565,9 +566,8 @@ def test_the_reference_keeps_its_blocks_check_outputs_for_the_judged_count(tmp_p
 
     sets = [[torch.randn(64)], [torch.randn(64)]]
     pool = [(j % 2, 1000 + j) for j in range(8)]
-    kept: dict = {}
-    m = timing.Measurement(lambda x: x.relu(), sets, "cpu",
-                           lambda label, out, b: kept.update({int(label.split("/")[1]): [out.clone()]}), pool)
+    kept: set = set()
+    m = timing.Measurement(lambda x: x.relu(), sets, "cpu", child_reference._keep_check(str(tmp_path), kept), pool)
     m.warm_up(1)
     for count in (2, 1, 0):
         m.block(6, count)
@@ -582,6 +582,9 @@ def test_the_reference_keeps_its_blocks_check_outputs_for_the_judged_count(tmp_p
         reference._judged_checks(str(tmp_path), 2)
     with pytest.raises(RuntimeError, match="blocks computed"):
         child_reference._judged_checks(4, kept, pool, sets, str(tmp_path))
+    os.unlink(protocol.check_file(str(tmp_path), 2))
+    with pytest.raises(reference.HarnessError, match="no outputs of judged check call 2"):
+        reference._judged_checks(str(tmp_path), 3)
     os.unlink(tmp_path / protocol.CHECKS_FILE)
     with pytest.raises(reference.HarnessError, match="wrote no"):
         reference._judged_checks(str(tmp_path), 3)

@@ -124,10 +124,15 @@ def _judged_checks(scratch: str, n: int) -> dict[str, Any]:
     if not os.path.exists(path):
         raise HarnessError(f"the reference child wrote no {protocol.CHECKS_FILE} for the {n} judged check calls")
     saved = _load(path)
-    if len(saved["check_outputs"]) != n or len(saved["check_input_digests"]) != n:
-        raise HarnessError(f"the reference child's {protocol.CHECKS_FILE} holds {len(saved['check_outputs'])} check calls, "
+    if saved["count"] != n or len(saved["check_input_digests"]) != n:
+        raise HarnessError(f"the reference child's {protocol.CHECKS_FILE} holds {saved['count']} check calls, "
                            f"not the {n} judged")
-    return saved
+    outputs = []
+    for j in range(n):
+        if not os.path.exists(protocol.check_file(scratch, j)):
+            raise HarnessError(f"the reference child wrote no outputs of judged check call {j}")
+        outputs.append(_load(protocol.check_file(scratch, j)))
+    return {"check_outputs": outputs, "check_input_digests": saved["check_input_digests"]}
 
 
 def run_reference(task: Task, config: EvalConfig, seeds: Seeds, slot: sandbox.SlotLease, scratch: str,

@@ -168,13 +168,30 @@ def _expected(model: Any, sets: list[Any], timing_sets: list[Any], timed: list[A
     return structures, profile_error
 
 
-def _judged_checks(n: int | None, kept: dict[int, list[Any]], checks: list[Any], timed: list[Any], scratch: str) -> None:
-    """Paired timing: the first `n` check calls of the pool (those the parent judges: the run child ran exactly
-    these among its trials, `verdict.checks_asked`), their outputs as this child's blocks computed them (the same
-    calls in the same order: each block places its count in pool order, `Measurement.place_checks`) and their
-    inputs' digests, into `protocol.CHECKS_FILE`. Why here and not up front: the pool is twice what the blocks place, and
-    computing, digesting and saving all of it before timing held both children for 0.3-0.4 s of a 2.5 s warm
-    evaluation (8 MB ReLU); here only the judged ones are digested, while the run child verifies."""
+def _keep_check(scratch: str, kept: set[int]) -> Callable[[str, Any, list[Any]], None]:
+    """Paired timing: the reference's report of a check call its block made (called where the run child sends
+    its own, after the parent's readings of the block): the output goes to `protocol.check_file(scratch, j)` and
+    leaves this process's memory. Why a file and not a list: outputs kept in memory took the heap space each block's
+    freed copies left, so every later timed call of the reference allocated its output on fresh pages (an rms_norm
+    reference's trials went from 3.2 to 21 ms and an honest candidate was rejected `timing_inconsistent`)."""
+    import torch
+
+    def keep(label: str, out: Any, buffers: list[Any]) -> None:
+        j = int(label.split("/")[1])
+        torch.save(flatten_output(out)[1], protocol.check_file(scratch, j))
+        kept.add(j)
+
+    return keep
+
+
+def _judged_checks(n: int | None, kept: set[int], checks: list[Any], timed: list[Any], scratch: str) -> None:
+    """Paired timing: the first `n` check calls of the pool are those the parent judges (the run child ran exactly
+    these among its trials, `verdict.checks_asked`); their outputs, as this child's blocks computed them (the same
+    calls in the same order: each block places its count in pool order, `Measurement.place_checks`), are in their
+    files (`_keep_check`); their inputs' digests and the count go to `protocol.CHECKS_FILE`. Why not up front: the
+    pool is twice what the blocks place, and computing, digesting and saving all of it before timing held both
+    children for 0.3-0.4 s of a 2.5 s warm evaluation (8 MB ReLU); here only the judged ones are digested, while
+    the run child verifies."""
     import torch
 
     if n is None:
@@ -183,8 +200,7 @@ def _judged_checks(n: int | None, kept: dict[int, list[Any]], checks: list[Any],
     if missing or n > len(checks):
         raise RuntimeError(f"paired timing: {n} check calls judged, but this child's blocks computed {sorted(kept)}")
     digests = [input_digests(timing.check_inputs(timed[k % len(timed)], seed)) for k, seed in checks[:n]]
-    torch.save({"check_outputs": [kept[j] for j in range(n)], "check_input_digests": digests},
-               os.path.join(scratch, protocol.CHECKS_FILE))
+    torch.save({"count": n, "check_input_digests": digests}, os.path.join(scratch, protocol.CHECKS_FILE))
 
 
 def _timings(job: protocol.ReferenceJob, model: Any, timed: list[Any], device: str, checks: list[Any], profile: bool,
@@ -197,13 +213,9 @@ def _timings(job: protocol.ReferenceJob, model: Any, timed: list[Any], device: s
     setup, found = job.setup, {}
     if job.paired is not None:  # blocks on the parent's word, alternating with the candidate's (kernelbench.harness.paired)
         # its blocks' check calls are held as plain copies as the run child's are (the same untimed work inside
-        # the blocks); what the run child then sends, after the parent's readings, this child keeps
-        kept: dict[int, list[Any]] = {}
-
-        def keep(label: str, out: Any, buffers: list[Any]) -> None:
-            kept[int(label.split("/")[1])] = flatten_output(out)[1]
-
-        m = timing.Measurement(model, timed, device, keep, checks)
+        # the blocks); what the run child then sends, after the parent's readings, this child writes to files
+        kept: set[int] = set()
+        m = timing.Measurement(model, timed, device, _keep_check(scratch, kept), checks)
         blocks = timing.serve_blocks(m, setup.warmup_trials, timing.Channel(job.paired.read_fd, job.paired.write_fd))
         _judged_checks(m.checks_judged, kept, checks, timed, scratch)
         if m.times_ms:
