@@ -553,14 +553,14 @@ def test_bench_reports_where_the_true_cv_lies():
 def test_the_reference_keeps_its_blocks_check_outputs_for_the_judged_count(tmp_path):
     """Paired timing: the reference's blocks place the same counts in pool order as the run child's, so they make
     the same check calls; each one's outputs go to a file as the run child's go to the parent, and after `E n`
-    the count and the first n inputs' digests (`protocol.CHECKS_FILE`); the parent's record reads exactly n. A
+    the count and the first n inputs' digests (`child_reference.CHECKS_FILE`); the parent's record reads exactly n. A
     count its blocks did not reach, a file holding another count or a missing output is the harness's fault,
     raised, never a verdict."""
     import os
 
     import torch
 
-    from kernelbench.harness import protocol, reference
+    from kernelbench.harness import reference
     from kernelbench.harness.child import reference as child_reference, timing
     from kernelbench.harness.child.outputs import input_digests
 
@@ -582,10 +582,10 @@ def test_the_reference_keeps_its_blocks_check_outputs_for_the_judged_count(tmp_p
         reference._judged_checks(str(tmp_path), 2)
     with pytest.raises(RuntimeError, match="blocks computed"):
         child_reference._judged_checks(4, kept, pool, sets, str(tmp_path))
-    os.unlink(protocol.check_file(str(tmp_path), 2))
+    os.unlink(child_reference.check_file(str(tmp_path), 2))
     with pytest.raises(reference.HarnessError, match="no outputs of judged check call 2"):
         reference._judged_checks(str(tmp_path), 3)
-    os.unlink(tmp_path / protocol.CHECKS_FILE)
+    os.unlink(tmp_path / child_reference.CHECKS_FILE)
     with pytest.raises(reference.HarnessError, match="wrote no"):
         reference._judged_checks(str(tmp_path), 3)
 

@@ -116,16 +116,6 @@ CHECK_POOL_FACTOR = 2
 the count per block is random (`paired.draw_checks`, `timing.Measurement.place_checks`), and the pool must
 rarely run dry (with 10 expected, a pool of 20 runs dry in about 2 runs in 1,000, and then only for the last trials)."""
 
-CHECKS_FILE = "checks.pt"
-"""Paired timing: the file in which the reference child leaves the count and input digests of the check calls the
-parent judges, written after its blocks (`child.reference._judged_checks`, read by `reference.reference_from`);
-each one's outputs are in its `check_file`."""
-
-
-def check_file(scratch: str, j: int) -> str:
-    """Paired timing: where the reference child leaves the outputs of check call `j` of the pool (`CHECKS_FILE`)."""
-    return f"{scratch}/check-{int(j)}.pt"
-
 # --- jobs (parent -> child) --------------------------------------------------------------------------
 
 

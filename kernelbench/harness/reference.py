@@ -11,6 +11,7 @@ from typing import Any
 
 from kernelbench.harness import children, paired, protocol, sandbox
 from kernelbench.harness.child import worker
+from kernelbench.harness.child.reference import CHECKS_FILE, check_file
 from kernelbench.harness.child.inputs import Seeds
 from kernelbench.harness.config import EvalConfig
 from kernelbench.tasks.task import Task
@@ -86,7 +87,7 @@ def reference_from(task: Task, out: sandbox.ChildOutcome, report: protocol.Refer
     """The parent's record of a finished reference child; `rounds`: paired rounds the candidate completed;
     `group`: the group's reference whose inputs this child timed on (part `timing`), whose outputs, inputs
     and counts the record keeps, with this child's timing; `judged_checks` (paired timing): how many check
-    calls the verdict judges, whose outputs and input digests the child wrote after its blocks (protocol.CHECKS_FILE;
+    calls the verdict judges, whose outputs and input digests the child wrote after its blocks (CHECKS_FILE;
     a count that does not match is the harness's fault, raised)."""
     res = report.result if report is not None else None
     if res is None:
@@ -120,18 +121,18 @@ def reference_from(task: Task, out: sandbox.ChildOutcome, report: protocol.Refer
 
 
 def _judged_checks(scratch: str, n: int) -> dict[str, Any]:
-    path = os.path.join(scratch, protocol.CHECKS_FILE)
+    path = os.path.join(scratch, CHECKS_FILE)
     if not os.path.exists(path):
-        raise HarnessError(f"the reference child wrote no {protocol.CHECKS_FILE} for the {n} judged check calls")
+        raise HarnessError(f"the reference child wrote no {CHECKS_FILE} for the {n} judged check calls")
     saved = _load(path)
     if saved["count"] != n or len(saved["check_input_digests"]) != n:
-        raise HarnessError(f"the reference child's {protocol.CHECKS_FILE} holds {saved['count']} check calls, "
+        raise HarnessError(f"the reference child's {CHECKS_FILE} holds {saved['count']} check calls, "
                            f"not the {n} judged")
     outputs = []
     for j in range(n):
-        if not os.path.exists(protocol.check_file(scratch, j)):
+        if not os.path.exists(check_file(scratch, j)):
             raise HarnessError(f"the reference child wrote no outputs of judged check call {j}")
-        outputs.append(_load(protocol.check_file(scratch, j)))
+        outputs.append(_load(check_file(scratch, j)))
     return {"check_outputs": outputs, "check_input_digests": saved["check_input_digests"]}
 
 

@@ -18,6 +18,17 @@ from kernelbench.harness.child import profiled_call, timing
 from kernelbench.harness.child.outputs import flatten_output, input_digests, report_value, sync
 
 
+CHECKS_FILE = "checks.pt"
+"""Paired timing: the file in which the reference child leaves the count and input digests of the check calls the
+parent judges, written after its blocks (`_judged_checks`, read by `kernelbench.harness.reference.reference_from`);
+each one's outputs are in its `check_file`."""
+
+
+def check_file(scratch: str, j: int) -> str:
+    """Paired timing: where the reference child leaves the outputs of check call `j` of the pool (`CHECKS_FILE`)."""
+    return f"{scratch}/check-{int(j)}.pt"
+
+
 def full_precision() -> None:
     import torch
 
@@ -170,7 +181,7 @@ def _expected(model: Any, sets: list[Any], timing_sets: list[Any], timed: list[A
 
 def _keep_check(scratch: str, kept: set[int]) -> Callable[[str, Any, list[Any]], None]:
     """Paired timing: the reference's report of a check call its block made (called where the run child sends
-    its own, after the parent's readings of the block): the output goes to `protocol.check_file(scratch, j)` and
+    its own, after the parent's readings of the block): the output goes to `check_file(scratch, j)` and
     leaves this process's memory. Why a file and not a list: outputs kept in memory took the heap space each block's
     freed copies left, so every later timed call of the reference allocated its output on fresh pages (an rms_norm
     reference's trials went from 3.2 to 21 ms and an honest candidate was rejected `timing_inconsistent`)."""
@@ -178,7 +189,7 @@ def _keep_check(scratch: str, kept: set[int]) -> Callable[[str, Any, list[Any]],
 
     def keep(label: str, out: Any, buffers: list[Any]) -> None:
         j = int(label.split("/")[1])
-        torch.save(flatten_output(out)[1], protocol.check_file(scratch, j))
+        torch.save(flatten_output(out)[1], check_file(scratch, j))
         kept.add(j)
 
     return keep
@@ -188,7 +199,7 @@ def _judged_checks(n: int | None, kept: set[int], checks: list[Any], timed: list
     """Paired timing: the first `n` check calls of the pool are those the parent judges (the run child ran exactly
     these among its trials, `verdict.checks_asked`); their outputs, as this child's blocks computed them (the same
     calls in the same order: each block places its count in pool order, `Measurement.place_checks`), are in their
-    files (`_keep_check`); their inputs' digests and the count go to `protocol.CHECKS_FILE`. Why not up front: the
+    files (`_keep_check`); their inputs' digests and the count go to `CHECKS_FILE`. Why not up front: the
     pool is twice what the blocks place, and computing, digesting and saving all of it before timing held both
     children for 0.3-0.4 s of a 2.5 s warm evaluation (8 MB ReLU); here only the judged ones are digested, while
     the run child verifies."""
@@ -200,7 +211,7 @@ def _judged_checks(n: int | None, kept: set[int], checks: list[Any], timed: list
     if missing or n > len(checks):
         raise RuntimeError(f"paired timing: {n} check calls judged, but this child's blocks computed {sorted(kept)}")
     digests = [input_digests(timing.check_inputs(timed[k % len(timed)], seed)) for k, seed in checks[:n]]
-    torch.save({"count": n, "check_input_digests": digests}, os.path.join(scratch, protocol.CHECKS_FILE))
+    torch.save({"count": n, "check_input_digests": digests}, os.path.join(scratch, CHECKS_FILE))
 
 
 def _timings(job: protocol.ReferenceJob, model: Any, timed: list[Any], device: str, checks: list[Any], profile: bool,
