@@ -9,7 +9,7 @@ from typing import Sequence
 
 from agent.trajectory import Trajectory, Turn
 from kernelbench.harness.result import CORRECT, EvalResult
-from kernelbench.harness.roofline import describe
+from kernelbench.harness.insight.roofline import describe
 
 CHART_NAME = "best_speedup.png"
 

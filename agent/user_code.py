@@ -3,7 +3,7 @@
 A submodule's classes come from three kinds of place:
 - the interpreter's own packages (`transformers`, `torch`): the harness's children import them as the user does;
 - a folder the harness's sandbox sees (`/srv/project`): the task file puts it on `sys.path`;
-- a folder the sandbox hides ($HOME and /tmp, `kernelbench.harness.bwrap.hidden_roots`: where most people keep
+- a folder the sandbox hides ($HOME and /tmp, `kernelbench.harness.isolation.bwrap.hidden_roots`: where most people keep
   their code), or the ENTRY script itself: the task file carries the source of the classes' modules and of the
   user modules they import from there (`sources`, `_carried`) and serves them to `import` by name, so the
   harness's children import the same code the user ran, without seeing the user's folders.
@@ -48,7 +48,7 @@ def _under(path: str, roots: list[str] | tuple[str, ...]) -> bool:
 
 
 def _hidden_roots() -> tuple[str, ...]:
-    from kernelbench.harness.bwrap import hidden_roots
+    from kernelbench.harness.isolation.bwrap import hidden_roots
 
     return hidden_roots()
 

@@ -1,5 +1,5 @@
 """Checks the commands make before any work: inputs that must fail early with one clear line, and the
-harness preflight (kernelbench.harness.preflight). Each raises `UsageError` (exit 2) or `ServerError` (exit 3)."""
+harness preflight (kernelbench.executors.preflight). Each raises `UsageError` (exit 2) or `ServerError` (exit 3)."""
 
 from __future__ import annotations
 
@@ -118,8 +118,8 @@ def model_server(url: str, model: str, timeout_s: float = 10.0) -> None:
 
 
 def run_preflight(eval_config, executor, say=None) -> None:
-    """The harness preflight (`kernelbench.harness.preflight`) with the run's `EvalConfig` and `ExecutorConfig`;
+    """The harness preflight (`kernelbench.executors.preflight`) with the run's `EvalConfig` and `ExecutorConfig`;
     `PreflightFailed` reaches `cli.main` (exit 4)."""
-    from kernelbench.harness.preflight import preflight
+    from kernelbench.executors.preflight import preflight
 
     preflight(eval_config, executor=executor.kind, ray_address=executor.ray_address, say=say)

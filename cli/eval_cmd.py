@@ -79,7 +79,8 @@ def _summary(task_id: str, r) -> str:
 def compile_only_result(check, src: str):
     """The nvcc check as an `EvalResult`, the shape every other evaluation prints: `compiled` and the status
     (`correct` is never claimed: nothing ran), the static checks' flags, the compile time, the log."""
-    from kernelbench.harness import sandbox, static_checks
+    from kernelbench.harness import static_checks
+    from kernelbench.harness.isolation import sandbox
     from kernelbench.harness.feedback import render
     from kernelbench.harness.result import COMPILE_ERROR, COMPILED, REJECTED, Conditions, EvalResult
 
@@ -92,7 +93,7 @@ def compile_only_result(check, src: str):
 
 
 def _compile_only(args, src: str) -> int:
-    from kernelbench.harness.nvcc_check import nvcc_compile_check
+    from kernelbench.harness.build.nvcc_check import nvcc_compile_check
 
     try:
         check = nvcc_compile_check(src)

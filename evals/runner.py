@@ -181,7 +181,7 @@ def prepare_out_dir(config: BenchConfig) -> list[dict[str, Any]]:
 
 
 def write_config(config: BenchConfig, tasks: list[Task], extra: dict[str, Any] | None = None) -> None:
-    from kernelbench.harness import telemetry
+    from kernelbench.harness.insight import telemetry
 
     torch_v, cuda_v = telemetry.versions()
     doc = {"bench": asdict(config),

@@ -7,7 +7,7 @@
 
 Prints figures and, last, a table of each against its target; asserts nothing. Every ratio is measured in this
 run on this machine: against a bare `python -c "import torch"`, and the warm workers (`EvalConfig.warm_workers`,
-`kernelbench.harness.warm_child`) against a fresh interpreter per child (the path before them). Targets: a warm
+`kernelbench.harness.isolation.warm_child`) against a fresh interpreter per child (the path before them). Targets: a warm
 evaluation inside a running evaluator <= 0.5x `import torch`; `kernel-agent eval` end to end with a warm build
 cache <= 2.5x; a group of 16 distinct honest candidates of one task >= 4x the evaluations per minute of the
 fresh-interpreter path; cold compile stage <= 8 s (median of 3); speedup CV over 16 evaluations <= 3 %
@@ -31,7 +31,8 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runs from a checkout, installed or not
-from kernelbench.harness import builder, pch, sandbox, warm_child  # noqa: E402
+from kernelbench.harness.build import builder, pch  # noqa: E402
+from kernelbench.harness.isolation import sandbox, warm_child
 from kernelbench.tasks.catalog import find_task  # noqa: E402
 from kernelbench.harness.config import EvalConfig  # noqa: E402
 from kernelbench.harness.evaluate import evaluate  # noqa: E402

@@ -13,7 +13,7 @@ Launch:
 Each solution is judged by `kernelbench.harness.evaluate.evaluate` with every check it applies (sandboxed
 child, the harness's timer), without the scaled-input trials for kernelbench.tasks.solutions.SCALED_INPUTS_UNRELIABLE,
 whose fp32 reference is itself out of tolerance there. The compile-only check is
-`kernelbench.harness.nvcc_check.nvcc_compile_check` (sandboxed nvcc, torch's headers; see DESIGN.md, "Devices").
+`kernelbench.harness.build.nvcc_check.nvcc_compile_check` (sandboxed nvcc, torch's headers; see DESIGN.md, "Devices").
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernelbench.harness.nvcc_check import nvcc_compile_check  # noqa: E402
+from kernelbench.harness.build.nvcc_check import nvcc_compile_check  # noqa: E402
 from kernelbench.harness.config import EvalConfig  # noqa: E402
 from kernelbench.harness.evaluate import evaluate  # noqa: E402
 from kernelbench.tasks.builtin import load_builtin  # noqa: E402

@@ -7,7 +7,7 @@ invocation on one machine.
 Both runs are `configs/cpu-tiny.yaml` under `torchrun --nproc_per_node 2`, every answer evaluated
 (`reuse_identical_results: false`), a build cache of each run's own (the second must not find the first's
 builds), no checkpoints or TensorBoard. The paths:
-- new: the defaults: warm workers (`kernelbench.harness.warm_child`), streamed turns (`streaming_turns`);
+- new: the defaults: warm workers (`kernelbench.harness.isolation.warm_child`), streamed turns (`streaming_turns`);
 - old: a fresh interpreter per child (`KERNEL_AGENT_WARM_WORKERS=0`) and lockstep turns (`streaming_turns: false`).
 Both share what has no switch: one reference per group, the cheaper run stage (docs/harness.md, "Measured").
 Prints the share of each step after step 0 (its start-up) and their means; asserts nothing. The share is

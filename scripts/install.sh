@@ -12,7 +12,7 @@ if ! command -v bwrap >/dev/null 2>&1; then
     echo "install.sh: bubblewrap missing and cannot be installed here; the harness will fall back to rlimits" >&2
   fi
 fi
-# clang and LLVM's OpenMP runtime: CPU candidates then compile in about half the time (kernelbench/harness/toolchain.py
+# clang and LLVM's OpenMP runtime: CPU candidates then compile in about half the time (kernelbench/harness/build/toolchain.py
 # `clang_cxx`); without them gcc builds everything, so a failure here is only a warning
 if ! command -v clang++ >/dev/null 2>&1 || ! dpkg -s libomp-dev >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then

@@ -8,7 +8,7 @@
 
 A CPU size is new values for a problem's module-level size constants (kernelbench/tasks/size_plan.py) at which
 its reference forward takes 1-20 ms on one thread, aiming at 5 ms; each problem is searched in a
-sandboxed child with memory and CPU-time limits (kernelbench/tasks/size_probe.py), never at its GPU size. Results
+sandboxed child with memory and CPU-time limits (kernelbench/sizes/size_probe.py), never at its GPU size. Results
 go to kernelbench/tasks/kernelbench_cpu_sizes.json (or --records) as each batch ends, merged under a lock, so a
 stopped run resumes where it was and several runs over different `--levels`/`--only` can share the file.
 A problem whose text changed since its record is re-derived. Times are thread CPU time (a loaded machine
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing
 from kernelbench.tasks import cpu_size_records  # noqa: E402
 from kernelbench.tasks.cpu_size_records import RANGE_MS, CpuSizeRecord, record_key, source_sha  # noqa: E402
 from kernelbench.tasks.kernelbench_repo import load_kernelbench_repo  # noqa: E402
-from kernelbench.tasks.size_derivation import DeriveConfig, derive, to_derive  # noqa: E402
+from kernelbench.sizes.size_derivation import DeriveConfig, derive, to_derive  # noqa: E402
 
 
 def select(path: str, levels: list[int], only: list[str]) -> list:

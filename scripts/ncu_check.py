@@ -29,7 +29,7 @@ def main() -> int:
     p.add_argument("--dry-run", action="store_true", help="print the command and the ncu found, run nothing")
     args = p.parse_args()
     sys.path.insert(0, ROOT)
-    from kernelbench.harness import ncu
+    from kernelbench.harness.insight import ncu
 
     cmd = [sys.executable, "-m", "cli.main", "eval", "--task", args.task, "--candidate", args.candidate,
            "--device", "cuda", "--profile", "ncu", "--trials", str(args.trials), "--json"]

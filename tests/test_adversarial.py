@@ -14,7 +14,7 @@ The control (`honest_relu.py`) must score above 0, so a harness that fails every
 Compiles dominate the cost (12-30 s each on 2 cores). The candidates share C++: those judged at run time
 with static checks on carry one library (`adv_kernels`) and the sandbox escapes another (`adv_escape`,
 per-run values passed from Python), the C++ timing forger a third (`adv_forge`) and the attacks on the
-verdict channel and the timing inputs a fourth (`adv_integrity`); each attack is what its forward calls. The build cache is keyed on what is compiled (`kernelbench.harness.build_cache.cache_key`), so the
+verdict channel and the timing inputs a fourth (`adv_integrity`); each attack is what its forward calls. The build cache is keyed on what is compiled (`kernelbench.harness.build.build_cache.cache_key`), so the
 suite compiles four extensions, and the session-wide `build_cache_dir` serves them to every candidate.
 """
 
@@ -241,13 +241,13 @@ ATTACKS = [
     Attack("version_skips_timed.py", statuses=(CORRECT,), max_speedup=1.0),
     Attack("cpp_memory_hog.py", statuses=(RUNTIME_ERROR,), feedback=("bad_alloc", "out of memory"),
            overrides=dict(memory_limit_mb=3072)),
-    # Limits on everything a child creates (kernelbench.harness.cgroups): small limits keep the cost small.
+    # Limits on everything a child creates (kernelbench.harness.isolation.cgroups): small limits keep the cost small.
     Attack("tmpfs_fill.py", static_flags=("static:dynamic_code", "static:cpp_io_or_syscalls"),
            statuses=(RUNTIME_ERROR,), feedback=("No space left on device",), overrides=dict(tmpfs_mb=256)),
     Attack("compile_memory_hog.py", statuses=(COMPILE_ERROR,), overrides=dict(cgroup_memory_mb=1536)),
     Attack("process_from_init.py", static_flags=("static:forbidden_import",), flags=("dynamic:parallel_work",)),
     Attack("process_busy_throughout.py", static_flags=("static:forbidden_import",), flags=("dynamic:parallel_work",)),
-    # Triton (kernelbench.harness.triton_kernels): on CPU the kernels run under Triton's interpreter.
+    # Triton (kernelbench.harness.build.triton_kernels): on CPU the kernels run under Triton's interpreter.
     Attack("triton_torch_beside.py", flags=("dynamic:torch_compute_op",)),
     Attack("triton_output_ignored.py", flags=("dynamic:torch_compute_op",), slow=True),
     Attack("triton_inline_asm.py", static_flags=("static:triton_escape",), statuses=(RUNTIME_ERROR,),
@@ -508,7 +508,7 @@ def test_build_step_never_follows_a_planted_link(build_cache_dir, tmp_path):
         result = evaluate(TASKS["relu"], src, config(build_cache_dir, static_checks=False))
         assert result.status == CORRECT, describe(result)
         assert sorted(p.name for p in victim.iterdir()) == ["lock", "other"], "a file outside the sandbox was removed"
-        from kernelbench.harness.build_cache import cache_key
+        from kernelbench.harness.build.build_cache import cache_key
 
         entries.add(Path(build_cache_dir, cache_key(src, "cpu"), "ext"))
     assert len(entries) == 1, "the two files should share one build entry (the second compile reuses it)"
@@ -525,7 +525,7 @@ def test_compile_outcome_cannot_be_faked(build_cache_dir):
     cached as one, and the error the harness itself reported."""
     import json
 
-    from kernelbench.harness.build_cache import cache_key, source_key
+    from kernelbench.harness.build.build_cache import cache_key, source_key
 
     src = source("compile_forges_outcome.py")
     assert_static_reject(evaluate(TASKS["relu"], src, config(build_cache_dir)),
@@ -541,7 +541,7 @@ def test_compile_outcome_cannot_be_faked(build_cache_dir):
 
 
 def _pch_variants() -> set[str]:
-    from kernelbench.harness import pch
+    from kernelbench.harness.build import pch
 
     folder = pch.pch_folder()
     return {str(p) for p, _ in pch.pch_variants(folder)} if folder.exists() else set()
@@ -550,7 +550,7 @@ def _pch_variants() -> set[str]:
 def test_pch_flood_builds_no_new_pch(build_cache_dir):
     """Flag lists that differ only by duplicates or order, or that fall outside the fixed PCH flag sets,
     get no PCH of their own (each used to cost ~170 MB and a minute of host compiler time)."""
-    from kernelbench.harness import pch
+    from kernelbench.harness.build import pch
     from kernelbench.harness.child.load_inline_hook import STANDARD_CFLAGS, normal_flags
 
     pch.ensure_pch(STANDARD_CFLAGS, "cpu")
@@ -603,14 +603,14 @@ class ModelNew(nn.Module):
     (KERNEL_FILE.replace("import load_inline", "import load_inline as li").replace("= load_inline(", "= li("), False),
 ])
 def test_build_key_is_shared_only_by_identical_compiles(variant, shared):
-    from kernelbench.harness.build_cache import cache_key
+    from kernelbench.harness.build.build_cache import cache_key
 
     assert (cache_key(variant, "cpu") == cache_key(KERNEL_FILE, "cpu")) is shared
     assert cache_key(variant, "cpu") != cache_key(KERNEL_FILE, "cuda")
 
 
 def test_adversarial_candidates_share_their_builds():
-    from kernelbench.harness.build_cache import cache_key
+    from kernelbench.harness.build.build_cache import cache_key
 
     # reads a private attribute (`x._version`): such a file is keyed whole (`build_cache.compiled_parts`)
     whole_file = {"version_skips_timed.py"}

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench.harness import build_cache, pch, prebuild, toolchain
+from kernelbench.harness.build import build_cache, pch, prebuild, toolchain
 from kernelbench.harness.child import launch
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.evaluate import evaluate
-from kernelbench.harness.preflight import known_good
+from kernelbench.executors.preflight import known_good
 from kernelbench.harness.result import CORRECT
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,7 +133,7 @@ def test_system_then_venv_then_system_on_one_cache_are_all_correct(tmp_path):
         config = EvalConfig(build_cache_dir=str(tmp_path / "builds"), timing_trials=0)
         first = evaluate(task, src, config)
         script = ("import json, sys, torch; from kernelbench.harness.config import EvalConfig; "
-                  "from kernelbench.harness.evaluate import evaluate; from kernelbench.harness.preflight import known_good; "
+                  "from kernelbench.harness.evaluate import evaluate; from kernelbench.executors.preflight import known_good; "
                   f"t, s = known_good('cpu'); r = evaluate(t, s, EvalConfig(build_cache_dir={config.build_cache_dir!r}, "
                   "timing_trials=0)); print(json.dumps({'status': r.status, 'flags': list(r.flags), 'cached': r.cached_build, "
                   "'feedback': r.feedback, 'torch': torch.__file__, 'prefix': sys.prefix}))")

@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 import torch.utils.cpp_extension as cpp_extension
 
-from kernelbench.harness import build_flags, build_manifest
-from kernelbench.harness.child import load_inline_hook
+from kernelbench.harness.child import build_flags, build_manifest, load_inline_hook
 from kernelbench.harness.static_checks import check_source
 
 DIAGNOSTIC = [["--ptxas-options=-v"], ["-Xptxas", "-v"], ["-Xptxas=-v"], ["-lineinfo"], ["-res-usage"],

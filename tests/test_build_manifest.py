@@ -1,4 +1,4 @@
-"""The run child loads only the build the parent recorded (kernelbench/harness/build_manifest.py), in-process:
+"""The run child loads only the build the parent recorded (kernelbench/harness/child/build_manifest.py), in-process:
 no compiler, no child. The end-to-end attack is tests/adversarial/build_in_init.py (tests/test_adversarial.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch.utils.cpp_extension as cpp_extension
 
-from kernelbench.harness import build_manifest, symbols
+from kernelbench.harness.build import symbols
+from kernelbench.harness.child import build_manifest
 
 
 def _build(ext: Path, name: str = "k") -> Path:

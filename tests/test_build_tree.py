@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench.harness import build_tree, cache_quota, symbols
-from kernelbench.harness.build_tree import TREE_TOO_LARGE, TreeBounds
+from kernelbench.harness.build import build_tree, cache_quota, symbols
+from kernelbench.harness.build.build_tree import TREE_TOO_LARGE, TreeBounds
 
 ELF_HEAD = bytes([0x7F, ord("E"), ord("L"), ord("F"), 2, 1, 1]) + b"\0" * 9 + b"\x03\0" + b"\0" * 46
 
@@ -76,7 +76,7 @@ def test_remove_tree_failure_is_logged_never_raised(tmp_path, monkeypatch, caplo
         raise PermissionError("refused by the test")
 
     monkeypatch.setattr(os, "unlink", refuse)
-    with caplog.at_level(logging.ERROR, logger="kernelbench.harness.build_tree"):
+    with caplog.at_level(logging.ERROR, logger="kernelbench.harness.build.build_tree"):
         assert build_tree.remove_tree(tree) is False
     assert tree.exists() and "could not remove" in caplog.text and "refused by the test" in caplog.text
     monkeypatch.undo()

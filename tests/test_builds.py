@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench.harness import build_cache, build_tree, builder, nvcc_check, pch, sandbox, toolchain
+from kernelbench.harness.build import build_cache, build_tree, builder, nvcc_check, pch, toolchain
+from kernelbench.harness.isolation import sandbox
 from kernelbench.harness.child import load_inline_hook
 from kernelbench.harness.config import EvalConfig
 

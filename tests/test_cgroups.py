@@ -1,4 +1,4 @@
-"""A cgroup per sandboxed child (`kernelbench.harness.cgroups`): real sandboxed children, each test a way around
+"""A cgroup per sandboxed child (`kernelbench.harness.isolation.cgroups`): real sandboxed children, each test a way around
 the per-process limits that the child's cgroup (or the sized tmpfs) must close."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from kernelbench.harness import bwrap, cgroups, sandbox
-from kernelbench.harness.sandbox import ChildSpec, Limits, SlotLease, make_scratch
+from kernelbench.harness.isolation import bwrap, cgroups, sandbox
+from kernelbench.harness.isolation.sandbox import ChildSpec, Limits, SlotLease, make_scratch
 
 needs_bwrap = pytest.mark.skipif(not bwrap.find_bwrap(), reason="bubblewrap unusable here")
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="cgroups are made as root")

@@ -16,7 +16,9 @@ from dataclasses import replace
 
 import pytest
 
-from kernelbench.harness import build_manifest, cgroups, code_attribution, code_check, code_sampler, protocol
+from kernelbench.harness import code_attribution, code_check, code_sampler, protocol
+from kernelbench.harness.child import build_manifest
+from kernelbench.harness.isolation import cgroups
 from kernelbench.harness.config import EvalConfig
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

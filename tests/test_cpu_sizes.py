@@ -15,7 +15,7 @@ from kernelbench.tasks import cpu_size_records
 from kernelbench.tasks.cpu_size_records import CpuSizeRecord, record_key, source_sha
 from kernelbench.tasks.kernelbench_repo import load_kernelbench_repo
 from kernelbench.tasks.problem import load_problem
-from kernelbench.tasks.size_derivation import derive, to_derive
+from kernelbench.sizes.size_derivation import derive, to_derive
 from kernelbench.tasks.size_plan import constants_at, plan_sizes
 from kernelbench.tasks.task import TaskFormatError
 

@@ -37,7 +37,7 @@ def test_compile_only_without_nvcc_exits_2_with_the_reason(tmp_path, monkeypatch
     import os
 
     from cli.main import main
-    from kernelbench.harness import sandbox
+    from kernelbench.harness.isolation import sandbox
 
     monkeypatch.setattr(sandbox, "child_path", lambda: os.pathsep.join([os.path.dirname(sys.executable), str(tmp_path)]))
     code = main(["eval", "--task", str(FIXTURES / "relu_task.py"), "--candidate", str(FIXTURES / "cuda_relu.py"),

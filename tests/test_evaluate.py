@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelbench.harness import cgroups, compare
+from kernelbench.harness import compare
+from kernelbench.harness.isolation import cgroups
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.evaluate import evaluate
 from kernelbench.executors.evaluator import Evaluator
@@ -199,12 +200,12 @@ def test_compare_nan_positions_dtype_and_strides():
 
 
 def test_report_frames_keep_order_and_refuse_anything_else():
-    """`kernelbench.harness.report`: frames over a real pipe; a repeated or unexpected label, a frame out of sequence
+    """`kernelbench.harness.child.report`: frames over a real pipe; a repeated or unexpected label, a frame out of sequence
     or bytes after the final report void the report; a frame cut short is only truncated."""
     import os
     import threading
 
-    from kernelbench.harness import report
+    from kernelbench.harness.child import report
 
     def sent(write) -> bytes:
         read_fd, write_fd = os.pipe()
@@ -243,7 +244,8 @@ def test_check_calls_keep_only_argument_digests_and_a_sent_string_is_no_digest()
     import json
     from types import SimpleNamespace
 
-    from kernelbench.harness import call_frames, report, verdict
+    from kernelbench.harness import verdict
+    from kernelbench.harness.child import call_frames, report
     from kernelbench.harness.child.outputs import tensor_digest
 
     x = torch.arange(6.0)
@@ -271,7 +273,7 @@ def test_call_frames_read_back_exactly_and_refuse_anything_else():
     larger than its bytes (checked before anything is allocated)."""
     import json
 
-    from kernelbench.harness import call_frames
+    from kernelbench.harness.child import call_frames
 
     rec = {"outputs": [torch.randn(3, 5), torch.tensor(2.0), torch.zeros(0, 4), torch.ones(7, dtype=torch.bool),
                        torch.randn(3, dtype=torch.complex64), torch.randn(5).half(), torch.randn(4).bfloat16()],

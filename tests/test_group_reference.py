@@ -25,13 +25,14 @@ import pytest
 
 from kernelbench.executors.evaluator import Evaluator
 from kernelbench.executors.groups import Groups
-from kernelbench.harness import bwrap, process_tree, reference, reference_cache, sandbox
-from kernelbench.harness.build_tree import remove_tree
-from kernelbench.harness.child.inputs import Seeds
+from kernelbench.harness import reference, reference_cache
+from kernelbench.harness.isolation import bwrap, process_tree, sandbox
+from kernelbench.harness.build.build_tree import remove_tree
+from kernelbench.tasks.inputs import Seeds
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.reference_cache import Held, ReferenceCache
 from kernelbench.harness.result import CORRECT, INCORRECT, EvalResult
-from kernelbench.harness.slots import SLOT_UID_BASE
+from kernelbench.harness.isolation.slots import SLOT_UID_BASE
 from kernelbench.harness.staged import Staged
 from tests.test_adversarial import TASKS, source
 

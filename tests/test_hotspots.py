@@ -119,9 +119,10 @@ def test_top_three_are_written_and_the_rest_say_why(extracted):
 
 
 def test_each_task_file_shows_and_its_reference_runs_in_the_harness(extracted, capsys):
-    from kernelbench.harness import reference, sandbox
-    from kernelbench.harness.child.inputs import draw_seeds
-    from kernelbench.harness.build_tree import remove_tree
+    from kernelbench.harness import reference
+    from kernelbench.harness.isolation import sandbox
+    from kernelbench.tasks.inputs import draw_seeds
+    from kernelbench.harness.build.build_tree import remove_tree
 
     _, record, _ = extracted
     config = replace(EvalConfig(device="cpu", size="cpu"), timing_trials=5, warmup_trials=1)
@@ -266,9 +267,10 @@ def test_classes_in_the_users_own_script_under_tmp_travel_in_the_task_file(tmp_p
     """The usual place for a user's model: a script under $HOME or /tmp, which the harness's sandbox hides, with
     a sibling module: the task file carries both sources (and no other module the process loaded), runs in the
     sandbox's reference child, and an `nn.Sequential` of them extracts too (it iterates itself)."""
-    from kernelbench.harness import reference, sandbox
-    from kernelbench.harness.build_tree import remove_tree
-    from kernelbench.harness.child.inputs import draw_seeds
+    from kernelbench.harness import reference
+    from kernelbench.harness.isolation import sandbox
+    from kernelbench.harness.build.build_tree import remove_tree
+    from kernelbench.tasks.inputs import draw_seeds
     from agent.prompts import PromptSettings, task_message
 
     (tmp_path / "helpers.py").write_text("import torch\n\n\ndef act(x):\n    return torch.nn.functional.silu(x) * 1.5\n")

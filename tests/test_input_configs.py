@@ -15,7 +15,7 @@ from kernelbench.tasks.builtin import load_builtin
 from kernelbench.tasks.catalog import load_tasks
 from kernelbench.tasks.task_file import inspect_source
 from kernelbench.tasks.input_configs import config_seeds, labels, make_config_sets
-from kernelbench.harness.child.inputs import Seeds, make_input_sets
+from kernelbench.tasks.inputs import Seeds, make_input_sets
 from kernelbench.tasks.problem import load_problem
 from kernelbench.tasks.task import Task, TaskFormatError
 

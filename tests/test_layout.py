@@ -106,7 +106,7 @@ def test_gpu_ids_follow_the_launchers_view(monkeypatch):
 
 def test_the_run_child_sees_only_its_gpu(tmp_path):
     from kernelbench.harness import children, reference
-    from kernelbench.harness.child.inputs import Seeds
+    from kernelbench.tasks.inputs import Seeds
     from kernelbench.harness.config import EvalConfig
     from kernelbench.tasks.catalog import find_task
 

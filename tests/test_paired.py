@@ -105,7 +105,7 @@ def test_sandbox_runnable_time_is_the_kernels_accounting_of_the_busiest_thread()
     import subprocess
     import sys
 
-    from kernelbench.harness import sandbox
+    from kernelbench.harness.isolation import sandbox
 
     proc = subprocess.Popen([sys.executable, "-c", "import time\nt=time.process_time()\n"
                              "while time.process_time()-t<0.3: pass\nprint('done', flush=True)\ntime.sleep(30)"],
@@ -303,8 +303,8 @@ def test_paired_timing_asks_for_the_checks_that_ran_among_the_trials_and_no_more
 
     import torch
 
-    from kernelbench.harness import report, verdict
-    from kernelbench.harness.child import timing
+    from kernelbench.harness import verdict
+    from kernelbench.harness.child import report, timing
     from kernelbench.harness.child.outputs import report_value
 
     pairing = SimpleNamespace(block_checks=(2, 0, 3, 4), rounds_done=3)
@@ -452,7 +452,7 @@ def _sandboxed_figure(code: str, env: tuple[tuple[str, str], ...], label: str) -
     """What `code`, run by this Python in a real sandboxed child with `env`, printed after `label`."""
     import sys
 
-    from kernelbench.harness import sandbox
+    from kernelbench.harness.isolation import sandbox
 
     with sandbox.SlotLease() as slot:
         scratch = sandbox.make_scratch(slot.uid)
@@ -470,8 +470,10 @@ def test_cpu_children_put_large_tensors_on_huge_pages(relu, tmp_path):
     for transparent huge pages, through the real sandbox and torch's allocator: the paired ratio of a
     memory-bound kernel no longer depends on where each process's buffers landed (`builder.cpu_allocator_env`);
     not on CUDA, whose timed buffers are on the GPU."""
-    from kernelbench.harness import builder, children, sandbox
-    from kernelbench.harness.child.inputs import draw_seeds
+    from kernelbench.harness import children
+    from kernelbench.harness.build import builder
+    from kernelbench.harness.isolation import sandbox
+    from kernelbench.tasks.inputs import draw_seeds
     from kernelbench.harness.config import EvalConfig
     from kernelbench.harness.reference import reference_job
 
@@ -500,7 +502,8 @@ def test_cpu_children_reuse_freed_memory_between_timed_calls():
     included ~500 page faults, and which side paid them followed each process's allocation history
     (`builder.HEAP_TUNABLES`). With the tunables the heap settles within a few dozen calls (8-17 measured on one
     kernel, within 3 on another: the steady state is the claim, not how soon it comes)."""
-    from kernelbench.harness import builder, sandbox
+    from kernelbench.harness.build import builder
+    from kernelbench.harness.isolation import sandbox
     from kernelbench.harness.config import EvalConfig
 
     env = builder.cpu_allocator_env(EvalConfig(device="cpu"))
@@ -523,7 +526,7 @@ def test_report_bound_counts_the_check_calls():
     """One check call per paired round: 50 rounds of an 8 MB ReLU carry ~800 MB of check outputs and buffers,
     which overran the old bound of eight times inputs.pt (96 MB of sets) and rejected an honest kernel as
     `harness_tampered`; the default (10 checks) keeps the old bound."""
-    from kernelbench.harness.child.inputs import Seeds
+    from kernelbench.tasks.inputs import Seeds
     from kernelbench.harness.measurement import report_bound
 
     mb, seeds = 1 << 20, Seeds(1, (1,) * 5, (1,) * 2, (1,) * 4)
@@ -553,7 +556,7 @@ def test_bench_reports_where_the_true_cv_lies():
 def test_the_reference_keeps_its_blocks_check_outputs_for_the_judged_count(tmp_path):
     """Paired timing: the reference's blocks place the same counts in pool order as the run child's, so they make
     the same check calls; each one's outputs go to a file as the run child's go to the parent, and after `E n`
-    the count and the first n inputs' digests (`child_reference.CHECKS_FILE`); the parent's record reads exactly n. A
+    the count and the first n inputs' digests (`result_files.CHECKS_FILE`); the parent's record reads exactly n. A
     count its blocks did not reach, a file holding another count or a missing output is the harness's fault,
     raised, never a verdict."""
     import os
@@ -561,7 +564,7 @@ def test_the_reference_keeps_its_blocks_check_outputs_for_the_judged_count(tmp_p
     import torch
 
     from kernelbench.harness import reference
-    from kernelbench.harness.child import reference as child_reference, timing
+    from kernelbench.harness.child import reference as child_reference, result_files, timing
     from kernelbench.harness.child.outputs import input_digests
 
     sets = [[torch.randn(64)], [torch.randn(64)]]
@@ -582,10 +585,10 @@ def test_the_reference_keeps_its_blocks_check_outputs_for_the_judged_count(tmp_p
         reference._judged_checks(str(tmp_path), 2)
     with pytest.raises(RuntimeError, match="blocks computed"):
         child_reference._judged_checks(4, kept, pool, sets, str(tmp_path))
-    os.unlink(child_reference.check_file(str(tmp_path), 2))
+    os.unlink(result_files.check_file(str(tmp_path), 2))
     with pytest.raises(reference.HarnessError, match="no outputs of judged check call 2"):
         reference._judged_checks(str(tmp_path), 3)
-    os.unlink(tmp_path / child_reference.CHECKS_FILE)
+    os.unlink(tmp_path / result_files.CHECKS_FILE)
     with pytest.raises(reference.HarnessError, match="wrote no"):
         reference._judged_checks(str(tmp_path), 3)
 
@@ -621,7 +624,7 @@ def test_one_paired_timing_at_a_time_on_the_machine_and_the_wait_is_not_the_cand
     spans.sort()
     assert len(spans) == 3 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
     holder = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]); "
-                               "from kernelbench.harness.slots import TimingLease\n"
+                               "from kernelbench.harness.isolation.slots import TimingLease\n"
                                "with TimingLease():\n print('held', flush=True); time.sleep(12)",
                                os.path.dirname(os.path.dirname(os.path.abspath(__file__)))],
                               stdout=subprocess.PIPE, text=True)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench.harness import builder, pch, prebuild
+from kernelbench.harness.build import builder, pch, prebuild
 from kernelbench.harness.child import launch
 from kernelbench.harness.config import EvalConfig
 

@@ -1,4 +1,4 @@
-"""Profiler-guided feedback (`kernelbench.harness.profiling`, `kernelbench.harness.ncu`): the tables a correct evaluation carries,
+"""Profiler-guided feedback (`kernelbench.harness.insight.profiling`, `kernelbench.harness.insight.ncu`): the tables a correct evaluation carries,
 that they never change a verdict, and that names chosen by the candidate reach the prompt only as short
 identifiers.
 
@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench.harness import ncu, profiling, report
+from kernelbench.harness.child import profiler, report
+from kernelbench.harness.insight import ncu, profiling
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.evaluate import evaluate
-from kernelbench.harness.profiling import Profile, ProfileRow, ProfileTable, sanitise_name
+from kernelbench.harness.insight.profiling import Profile, ProfileRow, ProfileTable, sanitise_name
 from kernelbench.harness.result import EvalResult
 from kernelbench.tasks.task import Task
 
@@ -88,7 +89,7 @@ def test_cuda_rows_are_the_kernels_by_device_time():
               event(3, "void relu_k(float const*, float*, int)", 100, 810, DeviceType.CUDA),
               event(4, "Memset (Device)", 810, 820, DeviceType.CUDA),
               event(5, "void relu_k(float const*, float*, int)", 820, 830, DeviceType.CUDA)]
-    table = profiling.table_from_report(profiling.table_report(events, cuda=True))
+    table = profiling.table_from_report(profiler.table_report(events, cuda=True))
     assert table.launches == 3 and table.call_us == 1000.0
     assert table.rows == (ProfileRow("relu_k", 720.0, 0.72, 2), ProfileRow("Memset_Device", 10.0, 0.01, 1))
     assert "your kernel: 3 launches, 72 % in `relu_k` (x2)" in Profile(candidate=table, tool="t").summary()

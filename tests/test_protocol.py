@@ -116,14 +116,14 @@ def test_the_child_ends_on_a_job_with_a_field_missing(tmp_path):
     report), which the parent reports as the harness's failure (`children.not_started`)."""
     import subprocess
 
-    from kernelbench.harness.child import launch, worker
+    from kernelbench.harness.child import launch, result_files, worker
 
     data = protocol.job_to_dict(JOBS[1])
     del data["setup"]["timing_checks"]
     (tmp_path / "job.json").write_text(json.dumps(data))
     done = subprocess.run(launch.child_argv(str(tmp_path)), capture_output=True, text=True, timeout=120)
     assert done.returncode == 3, done.stderr
-    assert not (tmp_path / worker.RESULT_FILE).exists() and not (tmp_path / "job.json").exists()
+    assert not (tmp_path / result_files.RESULT_FILE).exists() and not (tmp_path / "job.json").exists()
 
 
 def test_a_call_frame_is_read_as_exactly_a_call_record():

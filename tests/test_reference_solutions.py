@@ -182,7 +182,7 @@ def _combined_extension(solutions: list[Solution], build_dir: str):
 
     from torch.utils.cpp_extension import load_inline
 
-    from kernelbench.harness import build_cache
+    from kernelbench.harness.build import build_cache
 
     includes, bodies, binds = {"#include <torch/extension.h>"}, [], []
     for i, sol in enumerate(solutions):
@@ -216,7 +216,7 @@ def test_every_cpu_solution_is_correct_from_one_shared_build(tmp_path, monkeypat
     from torch.utils import cpp_extension
 
     from kernelbench.harness.compare import compare_outputs
-    from kernelbench.harness.child.inputs import Seeds, clone_args, make_input_sets
+    from kernelbench.tasks.inputs import Seeds, clone_args, make_input_sets
     from kernelbench.tasks.problem import load_problem
     from kernelbench.harness.child.outputs import flatten_output
 

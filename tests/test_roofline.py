@@ -12,8 +12,8 @@ import torch.nn as nn
 
 from evals import metrics as m
 from evals.report import write_report
-from kernelbench.harness import cpu_peaks, roofline
-from kernelbench.harness.peaks import TERA, Peaks, gpu_peaks
+from kernelbench.harness.insight import cpu_peaks, roofline
+from kernelbench.harness.insight.peaks import TERA, Peaks, gpu_peaks
 from kernelbench.harness.result import EvalResult
 from kernelbench.harness.child.work import Work, count_work
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from kernelbench.harness import bwrap, process_tree, sandbox
-from kernelbench.harness.sandbox import ChildSpec, Limits, SlotLease, make_scratch, run_child
+from kernelbench.harness.isolation import bwrap, process_tree, sandbox
+from kernelbench.harness.isolation.sandbox import ChildSpec, Limits, SlotLease, make_scratch, run_child
 
 needs_bwrap = pytest.mark.skipif(not bwrap.find_bwrap(), reason="bubblewrap unusable here")
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop (and so NPROC) needs root")

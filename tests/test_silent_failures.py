@@ -21,15 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench.harness import build_cache, build_flags, build_tree, builder, bwrap, pch, prebuild, sandbox, toolchain
-from kernelbench.harness.child import load_inline_hook
-from kernelbench.harness.child import prebuild as child_prebuild
-from kernelbench.harness.child import launch
+from kernelbench.harness.build import build_cache, build_tree, builder, pch, prebuild, toolchain
+from kernelbench.harness.child import build_flags, launch, load_inline_hook, prebuild as child_prebuild
+from kernelbench.harness.isolation import bwrap, sandbox
 from kernelbench.tasks.builtin import load_builtin
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.evaluate import evaluate
 from kernelbench.executors.evaluator import Evaluator, HarnessBroken
-from kernelbench.harness.preflight import PreflightFailed, known_good, preflight
+from kernelbench.executors.preflight import PreflightFailed, known_good, preflight
 from kernelbench.harness.result import CORRECT, HARNESS_ERROR, EvalResult
 from kernelbench.harness.static_checks import check_source
 from rewards.score import kernel_score
@@ -203,7 +202,7 @@ def test_a_clone_in_a_temporary_folder_with_its_own_venv_judges_correctly(build_
         subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", venv], check=True,
                        timeout=120)
         script = ("import json, sys; from kernelbench.harness.config import EvalConfig; from kernelbench.harness.evaluate import evaluate;"
-                  "from kernelbench.harness.preflight import known_good; import kernelbench;"
+                  "from kernelbench.executors.preflight import known_good; import kernelbench;"
                   f"t, s = known_good('cpu'); r = evaluate(t, s, EvalConfig(build_cache_dir={build_cache_dir!r}, timing_trials=0));"
                   "print(json.dumps({'status': r.status, 'feedback': r.feedback, 'where': kernelbench.__file__, 'prefix': sys.prefix}))")
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", launch.CHILD_PYTHON_ENV)}

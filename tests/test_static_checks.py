@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from kernelbench.harness.source_scan import strip_c_comments
-from kernelbench.harness.static_checks import Violation, check_source, source_warnings
+from kernelbench.harness.protocol import Violation
+from kernelbench.harness.static_checks import check_source, source_warnings
 
 CPU_OK = '''
 import torch

@@ -1,4 +1,4 @@
-"""The build's imports (kernelbench/harness/symbols.py): names are judged as the linker sees them, whatever the source
+"""The build's imports (kernelbench/harness/build/symbols.py): names are judged as the linker sees them, whatever the source
 called them. Real libraries built here with the system compiler (no torch headers: a second each)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench.harness import symbols
+from kernelbench.harness.build import symbols
 
 
 def flags_of(names: list[str]) -> set[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kernelbench.harness import telemetry
+from kernelbench.harness.insight import telemetry
 
 
 def test_the_reading_is_of_the_gpu_this_process_was_given():

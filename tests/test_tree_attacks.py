@@ -13,8 +13,8 @@ import os
 import time
 from pathlib import Path
 
-from kernelbench.harness import build_tree, cache_quota, symbols
-from kernelbench.harness.build_tree import TREE_TOO_LARGE
+from kernelbench.harness.build import build_tree, cache_quota, symbols
+from kernelbench.harness.build.build_tree import TREE_TOO_LARGE
 from kernelbench.harness.evaluate import evaluate
 from kernelbench.harness.result import HARNESS_ERROR, REJECTED
 from tests.test_adversarial import BUILD_ATTACKS, TASKS, assert_zero, config, describe, source

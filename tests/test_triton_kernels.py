@@ -1,4 +1,4 @@
-"""Triton candidates (kernelbench.harness.triton_kernels): detection, the interpreted judging config, the static rules
+"""Triton candidates (kernelbench.harness.build.triton_kernels): detection, the interpreted judging config, the static rules
 that keep kernel bodies Triton, launch counting under the interpreter, and the prompts' `language` setting.
 Fast: parsing and in-process launches only (the sandboxed evaluations are in test_adversarial.py)."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from agent.prompts import EXAMPLE_SOLUTION, PromptSettings, build_messages, language_of
 from kernelbench.harness.child import kernel_calls
-from kernelbench.harness import triton_kernels
+from kernelbench.harness.build import triton_kernels
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.child.op_policy import classify_op
 from kernelbench.harness.static_checks import check_source
@@ -70,7 +70,7 @@ def test_detection_and_the_interpreted_config():
 def test_child_env_sets_the_interpreter_on_cpu_only():
     assert ("TRITON_INTERPRET", "1") in triton_kernels.child_env("cpu", "/x")
     assert all(k != "TRITON_INTERPRET" for k, _ in triton_kernels.child_env("cuda", "/x"))
-    from kernelbench.harness.sandbox import ENV_ALLOWED
+    from kernelbench.harness.isolation.sandbox import ENV_ALLOWED
 
     assert {"TRITON_INTERPRET", "TRITON_CACHE_DIR"} <= set(ENV_ALLOWED)
 

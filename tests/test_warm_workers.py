@@ -1,4 +1,4 @@
-"""Warm workers (kernelbench.harness.warm_child): children forked from a zygote that imported torch once keep every
+"""Warm workers (kernelbench.harness.isolation.warm_child): children forked from a zygote that imported torch once keep every
 isolation a fresh sandboxed child had.
 
 A planting candidate leaves something in every place a later job could look (files in each writable folder,
@@ -19,8 +19,8 @@ from dataclasses import replace
 
 import pytest
 
-from kernelbench.harness import process_tree, warm_child
-from kernelbench.harness.slots import SLOT_UID_BASE
+from kernelbench.harness.isolation import process_tree, warm_child
+from kernelbench.harness.isolation.slots import SLOT_UID_BASE
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.evaluate import evaluate
 from kernelbench.harness.result import CORRECT, REJECTED
@@ -266,7 +266,7 @@ def test_a_job_outlives_its_zygote_and_the_next_job_gets_a_new_one(tmp_path):
 def test_warm_workers_serve_the_plain_fallback_too(tmp_path, monkeypatch):
     """Without bubblewrap (a GPU machine without it, say) the job's process skips the namespaces and keeps the
     cgroup, rlimits and uid drop; the honest candidate is judged as before."""
-    from kernelbench.harness import bwrap
+    from kernelbench.harness.isolation import bwrap
 
     served = []
     start = warm_child.start
@@ -285,7 +285,7 @@ def test_warm_workers_serve_the_plain_fallback_too(tmp_path, monkeypatch):
 def test_a_job_that_would_keep_the_harness_uid_is_never_forked_from_a_warm_worker(tmp_path, monkeypatch):
     """Without bubblewrap, a build folder under a 0700 folder keeps the plain child at the harness's uid (root):
     such a job could signal or trace the zygote, so it starts a fresh interpreter instead."""
-    from kernelbench.harness import bwrap
+    from kernelbench.harness.isolation import bwrap
 
     served = []
     monkeypatch.setattr(warm_child, "start", lambda *a, **k: served.append(1))

@@ -40,7 +40,8 @@ tells the layout apart, so the category is learned from both regimes; `crossed` 
 
 def drawn_feedback(rng: random.Random, fast: bool) -> tuple[str, float]:
     """A correct verdict's feedback in the harness's format, with a drawn speedup; and that speedup as shown."""
-    from kernelbench.harness import feedback, roofline
+    from kernelbench.harness import feedback
+    from kernelbench.harness.insight import roofline
     from kernelbench.harness.result import CORRECT
 
     speedup = float(f"{rng.uniform(*(FAST_SPEEDUPS if fast else SLOW_SPEEDUPS)):.3g}")

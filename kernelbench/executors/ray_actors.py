@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from kernelbench.executors.shipment import Shipment, pack_entry, unpack_entry
-from kernelbench.harness import pch
+from kernelbench.harness.build import pch
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.evaluate import compile_stage, run_stage
 from kernelbench.harness.reference_cache import ReferenceCache, Share

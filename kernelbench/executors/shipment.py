@@ -21,7 +21,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelbench.harness import build_cache, pch
+from kernelbench.harness.build import build_cache, pch
 from kernelbench.harness.child.load_inline_hook import STANDARD_CFLAGS
 from kernelbench.harness.staged import Staged
 

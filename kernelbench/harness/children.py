@@ -9,9 +9,11 @@ import os
 import random
 from pathlib import Path
 
-from kernelbench.harness import builder, nvrtc, protocol, sandbox, warm_child
+from kernelbench.harness import protocol
+from kernelbench.harness.build import builder, nvrtc
+from kernelbench.harness.isolation import sandbox, warm_child
 from kernelbench.harness.child import launch
-from kernelbench.harness.child.inputs import Seeds
+from kernelbench.tasks.inputs import Seeds
 from kernelbench.harness.config import EvalConfig
 
 
@@ -78,7 +80,7 @@ def not_started(out: sandbox.ChildOutcome, what: str) -> str:
 
 
 def prestart_warm_worker(config: EvalConfig) -> None:
-    """Start, now, the warm worker that `config`'s children will fork from (`kernelbench.harness.warm_child`), so
+    """Start, now, the warm worker that `config`'s children will fork from (`kernelbench.harness.isolation.warm_child`), so
     its `import torch` runs beside the caller's own start instead of before the first child; nothing where
     warm workers do not serve."""
     spec = sandbox.ChildSpec(argv=(), scratch_dir="", env=builder.child_env(config, os.devnull),

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import logging
 
-from kernelbench.harness import cgroups, code_attribution, code_sampler, protocol, triton_kernels
+from kernelbench.harness import code_attribution, code_sampler, protocol
+from kernelbench.harness.build import triton_kernels
+from kernelbench.harness.isolation import cgroups
 from kernelbench.harness.config import EvalConfig
 
 UNSAMPLED = "unsampled"

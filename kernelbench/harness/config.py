@@ -82,7 +82,7 @@ class EvalConfig:
     driver maps huge ranges)."""
     cgroup_memory_mb: int = 8192
     """Memory of all tasks of one child together, tmpfs pages and page cache included: the cgroup of each
-    compile, reference and run child, CPU and CUDA (`kernelbench.harness.cgroups`). Why beside
+    compile, reference and run child, CPU and CUDA (`kernelbench.harness.isolation.cgroups`). Why beside
     `memory_limit_mb`: RLIMIT_AS is per process, never counts tmpfs pages, and is not applied on CUDA."""
     tmpfs_mb: int = 1024
     """Size of each private tmpfs of the sandbox (`/tmp`, `/dev/shm`, a hidden `$HOME`): a full one is ENOSPC."""
@@ -114,7 +114,7 @@ class EvalConfig:
     """torch intra-op threads for reference and candidate on CPU (equal, so timing is fair)."""
     warm_workers: bool = True
     """Fork the compile, reference and run children from a warm worker that imported torch once
-    (`kernelbench.harness.warm_child`: the same sandbox, cgroup, uid and limits per child) instead of starting
+    (`kernelbench.harness.isolation.warm_child`: the same sandbox, cgroup, uid and limits per child) instead of starting
     an interpreter for each; only where the harness runs as root. Off: a fresh interpreter per child, as before
     (`scripts/bench_harness.py --cold-workers` measures both)."""
     harness_error_limit: int = 3
@@ -122,7 +122,7 @@ class EvalConfig:
     in a row, each already retried once: a broken judge must stop a job, not feed it verdicts."""
     profile: str = "torch"
     """After a correct, timed evaluation, profile one extra untimed call of the candidate and of the reference
-    for the feedback (`kernelbench.harness.profiling`; advisory, never scored, after the verdict): `torch`
+    for the feedback (`kernelbench.harness.insight.profiling`; advisory, never scored, after the verdict): `torch`
     (torch.profiler), `ncu` (that, plus Nsight Compute's per-kernel DRAM / SM throughput and occupancy on CUDA,
     from a second, untimed run child under ncu), or `off`."""
     profile_timeout_s: float = 30.0

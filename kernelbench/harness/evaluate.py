@@ -3,7 +3,7 @@
 Stages (DESIGN.md, "The harness: rules"):
 1. `precheck` (parent, no execution): the source parses and defines `ModelNew`; static policy checks.
 2. `compile_stage`: import the candidate in a sandboxed child that builds its extension into the build cache
-   (`kernelbench.harness.builder`); cached by source + toolchain.
+   (`kernelbench.harness.build.builder`); cached by source + toolchain.
 3. `run_stage`: fresh seeds; a reference child (task code only) makes inputs, reference outputs and the
    reference timing (once for a group of candidates submitted together, `reference_cache`); a run child
    (candidate) gets only the inputs and returns outputs and its timing; the parent compares, judges the
@@ -25,8 +25,11 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from kernelbench.harness import build_manifest, builder, code_check, feedback, paired, profiling, roofline, sandbox, static_checks
-from kernelbench.harness import pch, symbols, telemetry, triton_kernels
+from kernelbench.harness import code_check, feedback, paired, static_checks
+from kernelbench.harness.build import builder, pch, symbols, triton_kernels
+from kernelbench.harness.child import build_manifest
+from kernelbench.harness.insight import profiling, roofline, telemetry
+from kernelbench.harness.isolation import sandbox
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.measurement import measure_once, profile_tables
 from kernelbench.harness.reference import Reference

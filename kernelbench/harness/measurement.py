@@ -10,17 +10,19 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from kernelbench.harness import build_manifest, builder, children, code_check, ncu, paired, profiling, protocol, report, sandbox
-from kernelbench.harness import reference_cache, triton_kernels
-from kernelbench.harness.child import timing, worker
-from kernelbench.harness.build_tree import remove_tree
-from kernelbench.harness.child.inputs import Seeds, draw_seeds
+from kernelbench.harness import children, code_check, paired, protocol, reference_cache
+from kernelbench.harness.build import builder, triton_kernels
+from kernelbench.harness.child import build_manifest, report, timing
+from kernelbench.harness.insight import ncu, profiling
+from kernelbench.harness.isolation import sandbox
+from kernelbench.harness.child.result_files import read_result
+from kernelbench.harness.build.build_tree import remove_tree
+from kernelbench.tasks.inputs import Seeds, draw_seeds
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.reference import REFERENCE_FILE_MB, HarnessError, Reference, reference_from, reference_job
 from kernelbench.harness.result import CORRECT
 from kernelbench.harness.staged import Staged, policy_of
-from kernelbench.harness.verdict import RunVerdict, verdict
-from kernelbench.harness.verdict import checks_asked as verdict_checks
+from kernelbench.harness.verdict import RunVerdict, checks_asked as verdict_checks, verdict
 
 def report_bound(inputs_bytes: int, seeds: Seeds, checks: int) -> int:
     """Most bytes the run child's report may carry: the output and argument buffers of each reported call (every
@@ -126,7 +128,7 @@ def run_candidate(staged: Staged, ref: Reference, seeds: Seeds, slot: sandbox.Sl
 def _with_ncu(staged: Staged, judged: RunVerdict, seeds: Seeds, slot: sandbox.SlotLease,
               ref_scratch: str) -> RunVerdict:
     """Nsight Compute's counters for a correct candidate's kernels (`--profile ncu`): a second run child, not
-    timed, under ncu (`kernelbench.harness.ncu`). Anything that goes wrong is a note on the profile, never the verdict."""
+    timed, under ncu (`kernelbench.harness.insight.ncu`). Anything that goes wrong is a note on the profile, never the verdict."""
     path = ncu.find()
     if not path:
         return replace(judged, profile_note=_joined(judged.profile_note, "ncu: Nsight Compute is not installed"))
@@ -219,7 +221,7 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds,
                 cand_pipes.send(timing.GO)  # a child already gone answers nothing below: its outcome says why
             ref_call_ms = paired.ready_ms(ref_pipes.receive(ref_child.deadline)) if announced else None
             if ref_call_ms is None:  # the reference failed before timing: its result says why
-                reference_from(staged.task, ref_child.wait(), worker.read_result(ref_scratch, ref_job.nonce), ref_scratch,
+                reference_from(staged.task, ref_child.wait(), read_result(ref_scratch, ref_job.nonce), ref_scratch,
                                group=group.ref if group is not None else None)
                 raise HarnessError(f"reference of task {staged.task.id} never became ready for paired timing")
             cand_call_ms = paired.ready_ms(cand_pipes.receive(cand_child.deadline))
@@ -243,7 +245,7 @@ def _measure_paired(staged: Staged, slot: sandbox.SlotLease, seeds: Seeds,
             frames = collector.finish(trailer=_trailer(job))
             if ref_job.time_compile:  # the torch.compile baseline is timed now, with the candidate gone
                 ref_pipes.send(end)
-            ref = reference_from(staged.task, ref_child.wait(), worker.read_result(ref_scratch, ref_job.nonce),
+            ref = reference_from(staged.task, ref_child.wait(), read_result(ref_scratch, ref_job.nonce),
                                  ref_scratch, pairing.rounds_done if pairing else 0,
                                  group.ref if group is not None else None, judged_checks=judged)
             if pairing is not None and pairing.stopped == paired.REFERENCE_STOPPED:

@@ -30,8 +30,9 @@ import os
 import time
 from dataclasses import dataclass
 
-from kernelbench.harness import cgroups, protocol, sandbox
-from kernelbench.harness.sandbox_cpu import busiest_thread_s, sandbox_runnable_ns, schedstats, tasks_cpu_s, thread_times  # noqa: F401
+from kernelbench.harness import protocol
+from kernelbench.harness.isolation import cgroups, sandbox
+from kernelbench.harness.isolation.sandbox_cpu import busiest_thread_s, sandbox_runnable_ns, schedstats, tasks_cpu_s, thread_times  # noqa: F401
 from kernelbench.harness.child.timing import DONE, MIN_TRIALS, SEND, SENT, Channel, binomial
 from kernelbench.harness.paired_judge import (  # noqa: F401  (the judging half, read as `paired.X` too)
     PARALLEL_SLACK, UNACCOUNTED_RATIO, UNACCOUNTED_SLACK, block_medians, overruns, paired_speedup, parallel_work,

@@ -4,8 +4,8 @@ sends back. Both ends are written against these frozen records; the wire is JSON
 - Jobs (parent -> child, `SCRATCH/job.json`, read and deleted by the child before any candidate code runs):
   `CompileJob`, `ReferenceJob`, `RunJob`, told apart by their `mode` key (`job_from_dict`).
 - Reports (child -> parent): `CompileReport` and `RunReport` over the parent's report pipe
-  (`kernelbench.harness.report`: framing, nonce, ordering rules), `ReferenceReport` in the reference child's
-  `result.json` (trusted task code only, `worker.read_result`). A report carries either a `Fault` (an
+  (`kernelbench.harness.child.report`: framing, nonce, ordering rules), `ReferenceReport` in the reference child's
+  `result.json` (trusted task code only, `child.result_files.read_result`). A report carries either a `Fault` (an
   exception stopped the child) or the mode's result, never both.
 
 Why strict: string-keyed dicts read with `.get(key, default)` turned a key one end forgot to write into a
@@ -19,96 +19,10 @@ Imports only the standard library: the child imports it before the candidate, an
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
-R = TypeVar("R")
-
-
-class ProtocolError(ValueError):
-    """A message that is not exactly one of the records below (missing, unknown or mistyped field)."""
-
-
-# --- the codec: every record below goes through these two functions ------------------------------------
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
-
-
-def to_plain(value: Any) -> Any:
-    """A record (or a value inside one) as JSON-ready lists, dicts and scalars."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, (list, tuple)):
-        return [to_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: to_plain(v) for k, v in value.items()}
-    return value
-
-
-def from_plain(cls: type[R], data: Any, where: str = "") -> R:
-    """`cls` built from `data`, exactly: every field present, no other key, each value of its annotated type."""
-    where = where or cls.__name__
-    if not isinstance(data, dict):
-        raise ProtocolError(f"{where}: expected an object, got {type(data).__name__}")
-    names = [f.name for f in dataclasses.fields(cls)]
-    missing = [n for n in names if n not in data]
-    unknown = [k for k in data if k not in names]
-    if missing or unknown:
-        raise ProtocolError(f"{where}: missing fields {missing}, unknown fields {sorted(map(str, unknown))}")
-    hints = _hints(cls)
-    return cls(**{n: _value(hints[n], data[n], f"{where}.{n}") for n in names})
-
-
-def _value(tp: Any, value: Any, where: str) -> Any:
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if tp is Any:
-        return value
-    if origin in (types.UnionType, typing.Union):
-        if value is None and type(None) in args:
-            return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _value(inner, value, where)
-    if dataclasses.is_dataclass(tp):
-        return from_plain(tp, value, where)
-    if origin in (tuple, list):
-        if not isinstance(value, list):
-            raise ProtocolError(f"{where}: expected a list, got {type(value).__name__}")
-        if origin is list:
-            return [_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
-        if len(value) != len(args):
-            raise ProtocolError(f"{where}: expected {len(args)} items, got {len(value)}")
-        return tuple(_value(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ProtocolError(f"{where}: expected an object, got {type(value).__name__}")
-        return {k: _value(args[1], v, f"{where}[{k!r}]") for k, v in value.items()}
-    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if tp in (int, str, bool) and isinstance(value, tp) and (tp is bool or not isinstance(value, bool)):
-        return value
-    raise ProtocolError(f"{where}: expected {getattr(tp, '__name__', tp)}, got {type(value).__name__}")
-
-
-class Record:
-    """`to_dict` / `from_dict` of a frozen record (the codec above)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return to_plain(self)
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Any:
-        return from_plain(cls, data)
+from kernelbench.harness.record_codec import ProtocolError, R, Record, from_plain, to_plain  # the codec: re-exported, both ends name them here
 
 
 CHECK_POOL_FACTOR = 2
@@ -240,6 +154,20 @@ def job_from_dict(data: Any) -> Job:
         raise ProtocolError(f"no job of mode {data.get('mode') if isinstance(data, dict) else data!r}")
     fields = dict(data)
     return from_plain(JOBS[fields.pop("mode")], fields)
+
+
+# --- verdict records -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Violation(Record):
+    """A rule a candidate broke: found in its source by the static checks, in its built library's imports
+    (`build.symbols`), or in the ops its calls ran (`child.op_policy`)."""
+
+    flag: str
+    """`static:<rule>`, `dynamic:<rule>` or `warn:<rule>` (warnings do not reject)."""
+    reason: str
+    """One line the agent can read."""
 
 
 # --- reports (child -> parent) -----------------------------------------------------------------------

@@ -9,10 +9,10 @@ import secrets
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kernelbench.harness import children, paired, protocol, sandbox
-from kernelbench.harness.child import worker
-from kernelbench.harness.child.reference import CHECKS_FILE, check_file
-from kernelbench.harness.child.inputs import Seeds
+from kernelbench.harness import children, paired, protocol
+from kernelbench.harness.isolation import sandbox
+from kernelbench.harness.child.result_files import CHECKS_FILE, check_file, read_result
+from kernelbench.tasks.inputs import Seeds
 from kernelbench.harness.config import EvalConfig
 from kernelbench.tasks.task import Task
 
@@ -142,4 +142,4 @@ def run_reference(task: Task, config: EvalConfig, seeds: Seeds, slot: sandbox.Sl
     job = reference_job(task, config, seeds, part=part)
     spec = children.child_spec(config, scratch, job, max_file_mb=REFERENCE_FILE_MB)
     out = sandbox.run_child(spec, slot, config.require_sandbox)
-    return reference_from(task, out, worker.read_result(scratch, job.nonce), scratch)
+    return reference_from(task, out, read_result(scratch, job.nonce), scratch)

@@ -37,9 +37,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelbench.harness import children, reference, sandbox
-from kernelbench.harness.build_tree import remove_tree
-from kernelbench.harness.child.inputs import Seeds, draw_seeds
+from kernelbench.harness import children, reference
+from kernelbench.harness.isolation import sandbox
+from kernelbench.harness.build.build_tree import remove_tree
+from kernelbench.tasks.inputs import Seeds, draw_seeds
 from kernelbench.harness.reference import HarnessError, Reference
 from kernelbench.harness.staged import Staged
 

@@ -11,8 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelbench.harness.cgroups import LIMIT_NAMES
-from kernelbench.harness.profiling import Profile
+from kernelbench.harness.isolation.cgroups import LIMIT_NAMES
+from kernelbench.harness.insight.profiling import Profile
 
 # Statuses, in the order an evaluation can fail (DESIGN.md, "The harness: rules").
 FORMAT_ERROR = "format_error"   # no usable `ModelNew` in the response / file (syntax error, missing class)
@@ -110,7 +110,7 @@ class EvalResult:
     node of the Ray executor died) or it came back `harness_error` (retried once). Records written before
     this field load with 0."""
     sol_fraction: float = 0.0
-    """Speed of light: the task's roofline time on this device / runtime_ms (`kernelbench.harness.roofline`), for a
+    """Speed of light: the task's roofline time on this device / runtime_ms (`kernelbench.harness.insight.roofline`), for a
     correct, timed kernel; 0 when not timed, not correct, interpreted, or the device's peaks are unknown. Not
     capped: above 1 carries the flag `above_roofline`. Records written before this field load with 0."""
     roofline_ms: float = 0.0
@@ -120,10 +120,10 @@ class EvalResult:
     """Which ceiling limits the task: `memory` or `compute` ("" when no roofline)."""
     profile: Profile = field(default_factory=Profile)
     """The candidate's and the reference's top kernels in one extra untimed call after a correct, timed run
-    (`kernelbench.harness.profiling`): advisory feedback, never scored. Records written before this field load empty."""
+    (`kernelbench.harness.insight.profiling`): advisory feedback, never scored. Records written before this field load empty."""
 
     limits_held: tuple[str, ...] = ()
-    """The resource limits the candidate's run child ran under (`kernelbench.harness.cgroups.LIMIT_NAMES`:
+    """The resource limits the candidate's run child ran under (`kernelbench.harness.isolation.cgroups.LIMIT_NAMES`:
     `memory`, `memsw`, `pids`, `cpu`, `freeze`, `kill` from its cgroup, `tmpfs` for sized private tmpfs); all
     of `cgroups.REQUIRED` unless `EvalConfig.allow_missing_cgroups`. Empty for a result that never reached a
     run child, and in records written before this field."""

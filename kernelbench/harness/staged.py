@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelbench.harness import builder
+from kernelbench.harness.build import builder
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.result import EvalResult
 from kernelbench.tasks.task import Task

@@ -23,25 +23,18 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from dataclasses import dataclass
 
-from kernelbench.harness import build_flags, triton_kernels
+from kernelbench.harness.build import triton_kernels
+from kernelbench.harness.child import build_flags
+from kernelbench.harness.protocol import Violation
 from kernelbench.harness.source_scan import Source, has_function_body, kernel_sources, last_name, strip_c_comments
-
-
-@dataclass(frozen=True)
-class Violation:
-    flag: str
-    """`static:<rule>`, `dynamic:<rule>` or `warn:<rule>` (warnings do not reject)."""
-    reason: str
-    """One line the agent can read."""
 
 
 # Allowlist, not a denylist: a denylist loses to the first module nobody thought of (ctypes, importlib,
 # _posixsubprocess...). These cover what KernelBench solutions need; cupy only where kernels are CUDA.
 ALLOWED_IMPORTS = {"torch", "math", "typing", "functools", "itertools", "collections", "dataclasses",
                    "numbers", "__future__", "triton"}
-"""`triton`: only its kernel API and `triton.language` (`kernelbench.harness.triton_kernels.check`)."""
+"""`triton`: only its kernel API and `triton.language` (`kernelbench.harness.build.triton_kernels.check`)."""
 CUDA_ONLY_IMPORTS = {"cupy"}
 PROCESS_MODULES = {"threading", "_thread", "multiprocessing", "concurrent", "subprocess",
                    "torch.multiprocessing", "torch.distributed"}
@@ -158,7 +151,7 @@ def _check_build_options(src: Source, call: ast.Call) -> None:
     """`build_flags`' rules on every argument of a `load_inline` call, positional ones bound to torch's own
     parameter names; `*args` and `**kwargs` hide which argument is which, so they are refused (the child's
     hook binds the real call and holds without this check). Why, what it covers and what it does not:
-    `kernelbench.harness.build_flags`."""
+    `kernelbench.harness.child.build_flags`."""
     if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg is None for k in call.keywords):
         src.flag("build_flags", "load_inline arguments must be spelled out (no *args or **kwargs)", call)
         return
@@ -353,7 +346,7 @@ def _rule_structure(src: Source) -> None:
 
 
 def _rule_triton(src: Source) -> None:
-    """Why and what: see `kernelbench.harness.triton_kernels` (Triton's API allowlist, kernel bodies that stay
+    """Why and what: see `kernelbench.harness.build.triton_kernels` (Triton's API allowlist, kernel bodies that stay
     Triton under the interpreter, inline assembly on CPU)."""
     triton_kernels.check(src)
 

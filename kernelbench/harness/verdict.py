@@ -10,8 +10,10 @@ from typing import Any
 
 import torch
 
-from kernelbench.harness import build_manifest, code_check, paired, profiling, protocol, report, sandbox
-from kernelbench.harness.child import op_policy
+from kernelbench.harness import code_check, paired, protocol
+from kernelbench.harness.child import build_manifest, op_policy, report
+from kernelbench.harness.insight import profiling
+from kernelbench.harness.isolation import sandbox
 from kernelbench.harness.child.outputs import tensor_digest
 from kernelbench.harness.children import not_started
 from kernelbench.harness.compare import Comparison, Digest, compare_outputs, inputs_match, inputs_unchanged

@@ -2,7 +2,7 @@
 
 KernelBench's files carry only their GPU sizes (a 4096x393216 ReLU), so `--size cpu` would run them for
 seconds to minutes per call. scripts/kernelbench_cpu_sizes.py derives, per problem, new values for its
-module-level size constants (kernelbench/tasks/size_plan.py, measured by kernelbench/tasks/size_probe.py) and records
+module-level size constants (kernelbench/tasks/size_plan.py, measured by kernelbench/sizes/size_probe.py) and records
 them here, keyed by `kb:L{level}/{stem}` with a hash of the problem's text: a changed problem is refused
 rather than given a size derived for another text. Only derived numbers live in the file, never
 KernelBench's code. A problem that defines its own `CPU_SIZE` keeps it; these records never override it.

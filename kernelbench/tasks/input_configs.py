@@ -25,7 +25,7 @@ import types
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from kernelbench.harness.child.inputs import Seeds, make_input_sets
+from kernelbench.tasks.inputs import Seeds, make_input_sets
 from kernelbench.tasks.task import TaskFormatError
 
 NAME = "INPUT_CONFIGS"

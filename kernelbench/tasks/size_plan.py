@@ -6,7 +6,7 @@ A KernelBench problem states its sizes as module-level constants (`batch_size = 
 maps one knob, `alpha` in [0, 1], to such a dict: every scalable integer `v` becomes about `v ** alpha`.
 A power rather than a common factor shrinks the big dimensions most and keeps a batch of 16 from
 collapsing to 1 while a 393216-wide row is still wide; log(work) is then close to linear in `alpha`, which
-the search in kernelbench/tasks/size_probe.py relies on.
+the search in kernelbench/sizes/size_probe.py relies on.
 
 What stays consistent:
 - structural integers are kept: kernel sizes, strides, paddings, dilations, group and head counts, patch

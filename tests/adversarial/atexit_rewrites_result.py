@@ -6,7 +6,7 @@ parent read `result.json` after the child exited, it judged the edited file: cor
 
 Defence: the run child sends every output and its final report over the parent's pipe as each is produced,
 then ends with `os._exit` (no `atexit` handler or static destructor runs); the parent kills the sandbox
-before it parses what came and reads no file from the candidate's scratch folder (`kernelbench.harness.report`).
+before it parses what came and reads no file from the candidate's scratch folder (`kernelbench.harness.child.report`).
 Expected: rejected, static:forbidden_import; static off: rejected, dynamic:torch_compute_op or
 dynamic:kernel_not_called, score 0.
 """

@@ -1,5 +1,5 @@
 """Attack: the library is built where nothing checks it. The module's top level compiles nothing, so the
-compile stage builds no library and the symbol check (kernelbench.harness.symbols) finds nothing to judge;
+compile stage builds no library and the symbol check (kernelbench.harness.build.symbols) finds nothing to judge;
 `ModelNew.__init__` calls `load_inline` with `namespace fast = at::cpu; fast::mm(x, w)` (PyTorch's own CPU
 matmul, called around the dispatcher, invisible to the op tracer). `__init__` runs in the run child before
 new processes are refused, with a writable copy of the build folder: the compiler could run there, and the

@@ -5,7 +5,7 @@ before the next compile of the same entry, following the link: `@VICTIM_DIR@/loc
 file over the same build (`@VARIANT@` changes only Python) starts that next compile.
 
 Defence: the compile child builds in a private folder mounted at the entry's path; the parent brings back
-regular files and folders only, never following a link (kernelbench.harness.build_tree.import_tree), and removes
+regular files and folders only, never following a link (kernelbench.harness.build.build_tree.import_tree), and removes
 nothing in a candidate-writable tree. Static `cpp_io_or_syscalls` (`symlink`, `getenv`) stops it earlier.
 Expected: rejected, static:cpp_io_or_syscalls; static off: correct (an honest ReLU besides), and the victim
 folder's files all survive.

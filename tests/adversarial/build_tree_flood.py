@@ -7,7 +7,7 @@ in a build cache without a quota, and remove the chain with `shutil.rmtree`, whi
 limit (`RecursionError`: `harness_error`, never scored, the folders left on the host).
 
 Defence: the build folder is brought back only within bounds on files, depth, per-file and total bytes
-(kernelbench.harness.build_tree.import_tree), checked before any tool runs on it; `nm` runs on a bounded
+(kernelbench.harness.build.build_tree.import_tree), checked before any tool runs on it; `nm` runs on a bounded
 number of libraries under limits, and its verdict is kept with the entry; every candidate-made tree is
 removed iteratively (`build_tree.remove_tree`). Expected: rejected, build:tree_too_large (flood, big file)
 or the library's own import (`build:cpp_io_or_syscalls`, chain alone); never harness_error, no folder left.

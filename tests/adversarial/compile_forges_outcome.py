@@ -11,7 +11,7 @@ same moment and could do the same.
 Defence: the compile child sends its outcome over the parent's pipe with the job's nonce and ends with
 `os._exit` on every path, an unreadable exception included (no `atexit` handler, no static destructor runs);
 the parent kills the sandbox before it parses the pipe and reads no file from the child's scratch folder
-(`kernelbench.harness.builder._compile`).
+(`kernelbench.harness.build.builder._compile`).
 Expected: rejected, static:forbidden_import or static:try_except; static off: compile_error, not compiled,
 the cached import outcome `compile_error`, score 0.
 """

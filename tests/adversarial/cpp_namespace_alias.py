@@ -4,7 +4,7 @@ static pattern matches the alias (`at::cpu::` is never written). The bias is add
 custom kernel runs too. Before the build was judged this was full credit for PyTorch's matmul under the
 strict policy.
 
-Defence: the built library's imports (kernelbench.harness.symbols): it imports
+Defence: the built library's imports (kernelbench.harness.build.symbols): it imports
 `at::cpu::mm(at::Tensor const&, at::Tensor const&)`, an ATen operator's backend entry point, whatever the
 source called it.
 Expected: rejected, build:dispatch_bypass (compiled, never run).

@@ -6,7 +6,7 @@ argument on to the compiler. The define `-DKA_ASM=__asm__` spells inline assembl
 
 Defence: the static check binds positional arguments to torch's signature (`static:build_flags`); the child's
 `load_inline` / `load` hook binds the real call's arguments however they were passed and refuses the build
-before anything reaches the compiler (`dynamic:build_flags`, `kernelbench.harness.build_flags`).
+before anything reaches the compiler (`dynamic:build_flags`, `kernelbench.harness.child.build_flags`).
 Expected: rejected, static:build_flags (static checks on); rejected, dynamic:build_flags (static checks off).
 """
 import torch.nn as nn

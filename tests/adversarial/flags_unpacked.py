@@ -6,7 +6,7 @@ Before the fix, with static checks off: correct, no flags (the child's hook pass
 
 Defence: the child's `load_inline` hook binds the real call's arguments to torch's signature, whatever
 their spelling, and refuses the build before anything is written or compiled; the refusal is recorded
-outside the candidate's reach, so catching the error changes nothing (`kernelbench.harness.build_flags`).
+outside the candidate's reach, so catching the error changes nothing (`kernelbench.harness.child.build_flags`).
 The static check sees the alias and refuses `*args` / `**kwargs`.
 Expected: rejected, static:build_flags (static checks on); rejected, dynamic:build_flags (static checks off).
 """

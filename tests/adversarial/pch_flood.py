@@ -4,7 +4,7 @@ outside the sandbox and with no quota, for every distinct tuple of allowed flags
 given below; the kernel itself is an honest ReLU.
 
 Defence: PCHs only for a fixed set of normalised flag sets (deduplicated, sorted:
-kernelbench.harness.pch.PCH_FLAG_SETS), built in a sandboxed child, under a size quota with eviction
+kernelbench.harness.build.pch.PCH_FLAG_SETS), built in a sandboxed child, under a size quota with eviction
 (`PCH_QUOTA_MB`). Any other flag list compiles with an existing PCH or none.
 Expected: correct (an honest ReLU), and no PCH built for any of the flooding lists.
 """

@@ -6,7 +6,7 @@ count of the rounds.
 Defence: static `forbidden_import` (os); the parent accepts exactly one `ready` and then one `done` per
 block it asked for, and anything else ends the pairing with the candidate rejected (no honest timing
 exists); the reference only runs with the candidate frozen. The same bytes in the report pipe
-(`kernelbench.harness.report`) make frames out of sequence, which voids the report.
+(`kernelbench.harness.child.report`) make frames out of sequence, which voids the report.
 Expected: rejected, static:forbidden_import; static off: rejected, timing_inconsistent or
 dynamic:harness_tampered.
 """

@@ -3,7 +3,7 @@ held 1.95 GB of host memory this way) and then runs an honest ReLU. tmpfs pages 
 to no process, so RLIMIT_AS never sees them and the OOM killer, choosing by process, never frees them.
 
 Defence: every private tmpfs of the sandbox has a size (`EvalConfig.tmpfs_mb`, bubblewrap `--size`), and the
-child's cgroup charges tmpfs pages to its memory limit (`kernelbench.harness.cgroups`).
+child's cgroup charges tmpfs pages to its memory limit (`kernelbench.harness.isolation.cgroups`).
 Expected: rejected by static checks (static:dynamic_code, static:cpp_io_or_syscalls); static off, with the
 suite's 256 MiB tmpfs: runtime_error ("No space left on device"), score 0. Before the sizes: correct (score
 1.88), 512 MB of host memory held for the whole evaluation.

@@ -9,7 +9,7 @@ the candidate goes through `CallChecks.call`, traced and counted, and every call
 `call_inputs.write_inputs` into reused buffers, so no call can be singled out as the judged one, DESIGN.md
 rule 8). After every phase the snapshot is verified and restored (`timer_patched` / `harness_tampered`) and
 the threads are counted again (`dynamic:threads`). Each call's output and arguments afterwards go to the
-parent over its report pipe as soon as the call returns (`kernelbench.harness.report`); the final report
+parent over its report pipe as soon as the call returns (`kernelbench.harness.child.report`); the final report
 (`protocol.RunResult`) is sent by `worker.main`, the profiled call after it. This child never sees reference outputs.
 """
 
@@ -23,33 +23,17 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kernelbench.harness import build_manifest, protocol, report, sandbox
+from kernelbench.harness import protocol
+from kernelbench.harness.child import build_manifest, report
 from kernelbench.harness.child import call_checks, call_inputs, profiled_call, snapshot, spawn_guard, timing
 from kernelbench.harness.child.call_windows import recorded
+from kernelbench.harness.child.progress import UNTRUSTED, progress
 from kernelbench.harness.child.outputs import call_record, flatten_output, sync
 
 
 def os_threads() -> int:
     """Threads of this process as the OS sees them: Python threads and threads C++ started alike."""
     return len(os.listdir("/proc/self/task"))
-
-
-def progress(mark: str, close: bool = False) -> None:
-    """Tell the parent how far this child got (`sandbox.ChildOutcome.progress`); `close` before untrusted code
-    runs, so that code can neither write nor close the parent's record."""
-    fd = int(os.environ.get(sandbox.PROGRESS_FD_ENV, "-1") or -1)
-    if fd < 0:
-        return
-    try:
-        os.write(fd, mark.encode())
-    except OSError:
-        pass
-    if close:
-        os.environ.pop(sandbox.PROGRESS_FD_ENV, None)
-        try:
-            os.close(fd)
-        except OSError:
-            pass
 
 
 def import_candidate(path: str) -> types.ModuleType:
@@ -164,7 +148,7 @@ def _install(job: protocol.RunJob, scratch: str, reporter: report.Reporter) -> t
     import torch
 
     from kernelbench.harness.child import kernel_calls, load_inline_hook, op_policy  # imported, never probed: a check that cannot load is an error
-    from kernelbench.harness.child.inputs import clone_args, to_device
+    from kernelbench.tasks.inputs import clone_args, to_device
 
     device = job.setup.device
     torch.set_num_threads(job.setup.threads)
@@ -212,7 +196,7 @@ def _install(job: protocol.RunJob, scratch: str, reporter: report.Reporter) -> t
 
 
 def _import(tools: Tools, job: protocol.RunJob, scratch: str) -> types.ModuleType:
-    progress(sandbox.UNTRUSTED, close=True)
+    progress(UNTRUSTED, close=True)
     return import_candidate(os.path.join(scratch, job.candidate))
 
 

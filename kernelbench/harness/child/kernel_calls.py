@@ -8,7 +8,7 @@ functions (pybind `builtin_function_or_method`s) replaced in place by a counting
 the module object (the returned value, a second load of the same name) sees the wrapper; with cupy present,
 `cupy.RawModule` and `cupy.RawKernel` are replaced by subclasses whose kernels count launches; for a Triton
 candidate (`install(triton=True)`), the `run` method every `kernel[grid](...)` launch goes through is wrapped on
-both classes `triton.jit` returns (compiled and interpreted: `triton_kernels.launch_classes`).
+both classes `triton.jit` returns (compiled and interpreted: `launch_classes`).
 What is covered: a candidate that binds `load_inline` by any import form after `install()`, calls kernels
 through the module or stored references to its functions, or reloads the module. The wrapper has no
 `__wrapped__`, and reaching its closure needs dunder access, which the static checks reject.
@@ -113,12 +113,19 @@ def install(triton: bool = False) -> None:
         install_triton()
 
 
+def launch_classes() -> list[Any]:
+    """The classes whose `run` launches a kernel: `JITFunction` (compiled) and `InterpretedFunction` (the
+    interpreter), the two things `triton.jit` returns. `Autotuner` and `Heuristics` launch through them."""
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    return [JITFunction, InterpretedFunction]
+
+
 def install_triton() -> None:
     """Count every Triton launch: `run` of each launch class replaced by a counting wrapper (checked by
     `wrappers_intact` like the extension modules' functions)."""
-    from kernelbench.harness import triton_kernels
-
-    for cls in triton_kernels.launch_classes():
+    for cls in launch_classes():
         run = vars(cls)["run"]
         if not getattr(run, _MARK, False):
             wrapper = _counting(run)
@@ -176,5 +183,5 @@ def install_cupy(cupy: Any) -> None:
 
 def compiled_functions() -> list[tuple[str, Callable[..., Any]]]:
     """(name, compiled function) of every extension function wrapped so far: the profiler names their calls
-    (`kernelbench.harness.profiling.profile_call`)."""
+    (`kernelbench.harness.child.profiler.profile_call`)."""
     return [(name, fn) for _, name, _, fn in _wrappers]

@@ -2,14 +2,14 @@
 
 Runs inside the sandboxed compile and run children (`kernelbench.harness.child.worker`). First, every call's
 arguments are bound to torch's own signature, however they were spelled (positional, `*args`, `**kwargs`,
-computed, through a renamed alias), rebuilt as plain data and checked by `kernelbench.harness.build_flags`; a
+computed, through a renamed alias), rebuilt as plain data and checked by `kernelbench.harness.child.build_flags`; a
 refused call raises `BuildFlagsRefused` before any file is written, and is recorded in `build_manifest.REFUSED`
 so that the parent rejects the candidate (`dynamic:build_flags`) even when its code caught the error. Torch's
 ninja step runs only inside a checked call (a candidate reaching torch's private build steps or the unwrapped
 loader builds nothing). Not covered: a compiler started another way (a process: the sandbox and the static
 rules), and torch's private helpers rebound by candidate code that a checked call then runs (the static
 rules refuse private attributes; the run child's snapshot audit sees harness state changed). Flag-less builds get
-STANDARD_CFLAGS; a call whose flags are those of the clang PCH the parent built (`kernelbench.harness.pch`)
+STANDARD_CFLAGS; a call whose flags are those of the clang PCH the parent built (`kernelbench.harness.build.pch`)
 builds with clang and `-include-pch`; any other with the default compiler and the parent's PCH folder first
 on the include path. Both children make the same choices from the same folder, so ninja finds the build's
 command unchanged in the run child. Nothing here imports the parent side beyond two standard-library-only
@@ -24,8 +24,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kernelbench.harness import build_flags, build_manifest
-from kernelbench.harness.child import prebuild
+from kernelbench.harness.child import build_flags, build_manifest, prebuild
 
 STANDARD_CFLAGS = ("-O3", "-fopenmp")
 """Flags the parent's PCH is built with, and that CPU builds without explicit flags get. `-fopenmp` is in
@@ -41,7 +40,7 @@ def normal_flags(flags: Any) -> tuple[str, ...]:
 
 def start_libomp_pool(pch_dir: str) -> None:
     """In a run child, before its baseline thread count: start libomp's thread pool when the build ran clang
-    with `-fopenmp` (see `kernelbench.harness.pch.CLANG_OPENMP`). libomp keeps its workers after a parallel region, as libgomp does
+    with `-fopenmp` (see `kernelbench.harness.build.pch.CLANG_OPENMP`). libomp keeps its workers after a parallel region, as libgomp does
     (torch's warm-up starts those); started first by the candidate they would count as its threads. The
     parallel region runs libc's `free(NULL)` in each thread: no Python callback, so no Python thread state."""
     import ctypes
@@ -55,7 +54,7 @@ def start_libomp_pool(pch_dir: str) -> None:
 
 
 def clang_pch_info(pch_dir: str) -> dict | None:
-    """The clang PCH in `pch_dir` (`kernelbench.harness.pch.clang_pch_dir` writes its `build.json`): compiler, flags, .pch path; None for gcc's folder."""
+    """The clang PCH in `pch_dir` (`kernelbench.harness.build.pch.clang_pch_dir` writes its `build.json`): compiler, flags, .pch path; None for gcc's folder."""
     try:
         meta = json.loads(Path(pch_dir, "build.json").read_text())
         return {"cxx": str(meta["cxx"]), "flags": tuple(meta["flags"]), "pch": os.path.join(pch_dir, "extension.pch"),

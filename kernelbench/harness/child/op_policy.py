@@ -26,7 +26,7 @@ from typing import Any
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kernelbench.harness.static_checks import Violation
+from kernelbench.harness.protocol import Violation
 
 POLICIES = ("strict", "partial")
 

@@ -60,7 +60,7 @@ def call_record(out: Any, args: list[Any]) -> dict[str, Any]:
 def report_value(out: Any, buffers: list[Any]) -> list[Any]:
     """The payload the run child sends for one call, as the buffers `report.Reporter.send_parts` writes
     (`report.Reporter.send_tensors` writes the same)."""
-    from kernelbench.harness import call_frames
+    from kernelbench.harness.child import call_frames
 
     return call_frames.encode(call_record(out, buffers))
 

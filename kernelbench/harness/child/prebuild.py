@@ -2,7 +2,7 @@
 
 A cold compile stage was the child's `import torch` (2-4 s on 2 cores) followed by the compiler (10-15 s),
 one after the other on a machine with a second core idle. When the parent can predict the build exactly
-(`kernelbench.harness.prebuild.plan`: one `load_inline` call whose arguments are literals, and the toolchain's
+(`kernelbench.harness.build.prebuild.plan`: one `load_inline` call whose arguments are literals, and the toolchain's
 `build.ninja` recorded by a trusted probe), it writes the build folder's two files into `prebuild.json`; this
 module, run first in the child (`launch.child_argv`, stdlib only: nothing imports torch before it), writes them
 and starts ninja, which then compiles while the child imports torch and the candidate.

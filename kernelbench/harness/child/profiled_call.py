@@ -1,6 +1,6 @@
 """The children's profiled call: one untimed forward under torch's profiler (or Nsight Compute's range), sent
 by the run child as the one frame allowed after its report (`report.PROFILE_LABEL`), so nothing it does can
-change the verdict (`kernelbench.harness.profiling`)."""
+change the verdict (`kernelbench.harness.insight.profiling`)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ _setitimer, _signal_handler, _SIGALRM = signal.setitimer, signal.signal, signal.
 
 
 def warm_up(device: str) -> str:
-    """Start the profiler once before timing (`profiling.warm_up`); what went wrong, or "": a profiler that cannot
+    """Start the profiler once before timing (`profiler.warm_up`); what went wrong, or "": a profiler that cannot
     start is the harness's problem and costs only the profile, never the evaluation."""
     try:
-        from kernelbench.harness import profiling
+        from kernelbench.harness.child import profiler
 
-        profiling.warm_up(device)
+        profiler.warm_up(device)
     except Exception as e:
         return f"the profiler could not start: {type(e).__name__}: {e}"[:300]
     return ""
@@ -25,10 +25,10 @@ def warm_up(device: str) -> str:
 
 def report(model: Any, args: list[Any], device: str, kernels: Any) -> dict[str, Any]:
     """The profile of one untimed call as the plain report the parent reads; a failure is a report too."""
-    from kernelbench.harness import profiling
+    from kernelbench.harness.child import profiler
 
     try:
-        return profiling.profile_call(model, args, device, kernels)
+        return profiler.profile_call(model, args, device, kernels)
     except BaseException as e:  # the profiler's fault or the call's: either way only the profile is lost
         return {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
 
@@ -38,8 +38,7 @@ def after_report(kind: str, model: Any, args: list[Any], device: str, reporter: 
     """The run child's last step, after its report: the profiled call and its table as the trailer frame.
     `limit_s` (`EvalConfig.profile_timeout_s`): then SIGALRM at its default action ends the child, its report
     already sent."""
-    from kernelbench.harness import profiling
-    from kernelbench.harness import report as report_channel
+    from kernelbench.harness.child import profiler, report as report_channel
 
     _signal_handler(_SIGALRM, signal.SIG_DFL)
     _setitimer(signal.ITIMER_REAL, max(limit_s, 0.1))
@@ -47,7 +46,7 @@ def after_report(kind: str, model: Any, args: list[Any], device: str, reporter: 
         payload = {"ok": False, "error": error}
     elif kind == "ncu":
         try:
-            payload = profiling.ncu_call(model, args)
+            payload = profiler.ncu_call(model, args)
         except BaseException as e:
             payload = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
     else:

@@ -16,17 +16,7 @@ from typing import Any, Callable
 from kernelbench.harness import protocol
 from kernelbench.harness.child import profiled_call, timing
 from kernelbench.harness.child.outputs import flatten_output, input_digests, report_value, sync
-
-
-CHECKS_FILE = "checks.pt"
-"""Paired timing: the file in which the reference child leaves the count and input digests of the check calls the
-parent judges, written after its blocks (`_judged_checks`, read by `kernelbench.harness.reference.reference_from`);
-each one's outputs are in its `check_file`."""
-
-
-def check_file(scratch: str, j: int) -> str:
-    """Paired timing: where the reference child leaves the outputs of check call `j` of the pool (`CHECKS_FILE`)."""
-    return f"{scratch}/check-{int(j)}.pt"
+from kernelbench.harness.child.result_files import CHECKS_FILE, check_file
 
 
 def full_precision() -> None:
@@ -46,7 +36,7 @@ def discard(label: str, out: Any, buffers: list[Any]) -> None:
 def run_reference(job: protocol.ReferenceJob, scratch: str, reporter: Any = None) -> tuple[protocol.ReferenceResult, None]:
     import torch
 
-    from kernelbench.harness.child.inputs import Seeds, clone_args, to_device
+    from kernelbench.tasks.inputs import Seeds, clone_args, to_device
     from kernelbench.tasks.input_configs import labels
     from kernelbench.tasks.problem import load_problem
     from kernelbench.tasks.task import Task
@@ -105,7 +95,7 @@ def _make_inputs(problem: Any, seeds: Any, setup: protocol.Setup, scratch: str,
     (`candidate_run._weights`)."""
     import torch
 
-    from kernelbench.harness.child.inputs import clone_args, make_input_sets, make_timing_sets
+    from kernelbench.tasks.inputs import clone_args, make_input_sets, make_timing_sets
     from kernelbench.tasks.input_configs import make_config_sets
 
     _refuse_oversized(problem.get_inputs, setup.max_input_set_mb)
@@ -152,7 +142,7 @@ def _expected(model: Any, sets: list[Any], timing_sets: list[Any], timed: list[A
     not asked)."""
     import torch
 
-    from kernelbench.harness.child.inputs import clone_args, to_device
+    from kernelbench.tasks.inputs import clone_args, to_device
 
     outputs, structures, timing_outputs = [], [], []
     with torch.no_grad():
@@ -219,7 +209,7 @@ def _timings(job: protocol.ReferenceJob, model: Any, timed: list[Any], device: s
     """The reference's timing (paired or in one go), its profiled call and its torch.compile baseline."""
     import torch
 
-    from kernelbench.harness.child.inputs import clone_args
+    from kernelbench.tasks.inputs import clone_args
 
     setup, found = job.setup, {}
     if job.paired is not None:  # blocks on the parent's word, alternating with the candidate's (kernelbench.harness.paired)
@@ -236,7 +226,7 @@ def _timings(job: protocol.ReferenceJob, model: Any, timed: list[Any], device: s
         st = timing.measure(model, timed, device, setup.warmup_trials, setup.timing_trials, setup.timing_budget_s,
                             discard, checks, setup.min_trials)
         found["timing"] = st
-    if profile and timed:  # after the timing: one untimed call, the same way as the candidate's (kernelbench.harness.profiling)
+    if profile and timed:  # after the timing: one untimed call, the same way as the candidate's (kernelbench.harness.insight.profiling)
         found["profile"] = {"ok": False, "error": profile_error} if profile_error else \
             profiled_call.report(model, clone_args(timed[0]), device, ())
     if job.time_compile:

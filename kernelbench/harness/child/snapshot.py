@@ -96,13 +96,15 @@ def harness_holders(own: list[types.ModuleType]) -> list[tuple[str, Any]]:
     import torch.utils._python_dispatch as python_dispatch
     import torch.utils.cpp_extension as cpp_extension
 
-    from kernelbench.harness import build_flags, build_manifest, protocol, report, sandbox
-    from kernelbench.harness.child import inputs, load_inline_hook, outputs, profiled_call, reference, spawn_guard
+    from kernelbench.harness import protocol, record_codec
+    from kernelbench.harness.child import build_flags, build_manifest, load_inline_hook, outputs, profiled_call, progress
+    from kernelbench.harness.child import reference, report, spawn_guard
+    from kernelbench.tasks import inputs
 
     modules = [builtins, time, os, os.path, json, threading, traceback, types, dataclasses, torch, torch.cuda,
-               torch.serialization, python_dispatch, cpp_extension, timing, inputs, load_inline_hook, report, sandbox,
+               torch.serialization, python_dispatch, cpp_extension, timing, inputs, load_inline_hook, report, progress,
                spawn_guard]
-    modules += [build_flags, build_manifest, protocol, sys.modules[__name__], outputs, profiled_call, reference]
+    modules += [build_flags, build_manifest, protocol, record_codec, sys.modules[__name__], outputs, profiled_call, reference]
     modules += [m for m in own if m not in modules]
     classes = [torch.Tensor, torch.cuda.Event, python_dispatch.TorchDispatchMode, timing.Timers, Snapshot]
     classes += [v for m in modules if m.__name__.startswith("kernelbench.") for v in vars(m).values()

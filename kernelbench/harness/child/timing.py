@@ -98,7 +98,7 @@ class Measurement:
     `measure` runs one block of all the trials; paired timing (CPU) runs many short blocks, each when the
     parent says so, interleaved with the reference's (`serve_blocks`). `emit(label, output, buffers)` receives
     each check call's and each verification call's output and the argument buffers after the call, as soon as
-    the call returns (the run child sends them to the parent at once: `kernelbench.harness.report`).
+    the call returns (the run child sends them to the parent at once: `kernelbench.harness.child.report`).
     """
 
     def __init__(self, fn: Callable[..., Any], arg_sets: list[list[Any]], device: str,

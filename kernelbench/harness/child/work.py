@@ -1,7 +1,7 @@
 """`Work`: the bytes a task's inputs and outputs must move at least once and the FLOPs its reference performs.
 
 Counted in the REFERENCE child (trusted task code only, never the candidate's) on one forward of the timed
-input configuration, and sent to the parent with the reference's report; `kernelbench.harness.roofline` turns it into
+input configuration, and sent to the parent with the reference's report; `kernelbench.harness.insight.roofline` turns it into
 the device's roofline time. Rules (docs/harness.md, "Speed of light"):
 
 - Bytes: every distinct tensor the forward reads from outside (its arguments, the model's parameters and

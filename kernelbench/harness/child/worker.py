@@ -6,8 +6,8 @@ ends the child before any candidate code runs, a harness error) and deleted befo
   it defines a `ModelNew` class (`run_compile`).
 - `reference`: the task's trusted `Model` alone (`kernelbench.harness.child.reference`).
 - `run`: the candidate through its audited phases (`kernelbench.harness.child.candidate_run`).
-The compile and run children report over the parent's pipe (`kernelbench.harness.report`), echoing the job's
-nonce; the reference child, which runs only trusted task code, writes `result.json` (`read_result`). Every
+The compile and run children report over the parent's pipe (`kernelbench.harness.child.report`), echoing the job's
+nonce; the reference child, which runs only trusted task code, writes `result.json` (`result_files.read_result`). Every
 child ends with `os._exit` right after reporting, whatever happened before. Anything else a child prints is
 only a log tail.
 """
@@ -21,37 +21,13 @@ import traceback
 from typing import Any, Callable
 
 from kernelbench.harness.child import timing  # noqa: F401  (first: captures the timers before any candidate code runs)
-from kernelbench.harness import sandbox  # noqa: E402
 from kernelbench.harness.child import spawn_guard  # noqa: E402,F401  (captures what it calls before candidate code)
-from kernelbench.harness import build_manifest, protocol  # noqa: E402
+from kernelbench.harness import protocol  # noqa: E402
+from kernelbench.harness.child import build_manifest
 from kernelbench.harness.child import candidate_run, prebuild, reference  # noqa: E402
-from kernelbench.harness.child.candidate_run import import_candidate, progress  # noqa: E402
-
-RESULT_FILE = "result.json"
-MAX_RESULT_BYTES = 4 * 1024 * 1024
-
-
-def read_result(scratch: str, nonce: str) -> protocol.ReferenceReport | None:
-    """The reference child's result.json, or None when it is missing, oversized, not JSON or carries the wrong
-    nonce; a report that is not exactly a `protocol.ReferenceReport` raises (`ProtocolError`: the harness's bug).
-
-    For the reference only: no candidate code ever runs in that child (it imports the task's module, never a
-    candidate's), and its scratch folder is out of every candidate's reach while the parent reads it: the
-    run child of the same slot starts only after the parent has read it (one after the other), and in paired
-    timing the reference runs as a second slot's uid in a 0700 folder (and, under bubblewrap, outside the
-    candidate's private /tmp). Children that run candidate code report over the parent's pipe instead."""
-    path = os.path.join(scratch, RESULT_FILE)
-    try:
-        if os.path.getsize(path) > MAX_RESULT_BYTES:
-            return None
-        with open(path) as f:
-            result = json.load(f)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(result, dict) or result.get("nonce") != nonce:
-        return None
-    return protocol.ReferenceReport.from_dict(result)
-
+from kernelbench.harness.child.candidate_run import import_candidate  # noqa: E402
+from kernelbench.harness.child.progress import STARTED, UNTRUSTED, progress  # noqa: E402
+from kernelbench.harness.child.result_files import RESULT_FILE  # noqa: E402
 
 MAX_ERROR_CHARS = 1 << 20
 """Most characters of an import error the compile child reports (a compiler log inside torch's message)."""
@@ -67,7 +43,7 @@ def run_compile(job: protocol.CompileJob, scratch: str, reporter: Any) -> tuple[
 
     load_inline_hook.patch_load_inline(job.device, job.pch_dir)
     stop_early_build, refused, as_fault = prebuild.stop, _refused, _refused_build  # captured before candidate code runs
-    progress(sandbox.UNTRUSTED, close=True)
+    progress(UNTRUSTED, close=True)
     try:
         try:
             module = import_candidate(os.path.join(scratch, job.candidate))
@@ -162,7 +138,7 @@ def main(argv: list[str]) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    from kernelbench.harness import report
+    from kernelbench.harness.child import report
 
     scratch = argv[1]
     job_path = os.path.join(scratch, "job.json")
@@ -171,8 +147,8 @@ def _main(argv: list[str]) -> int:
     os.unlink(job_path)
     job = protocol.job_from_dict(raw)  # not exactly a job: the child ends here, before any candidate code
     trusted = _isinstance(job, protocol.ReferenceJob)
-    progress(sandbox.STARTED, close=trusted)  # the reference runs only trusted code
-    # the compile and run children's verdicts travel over the parent's pipe (kernelbench.harness.report); opened
+    progress(STARTED, close=trusted)  # the reference runs only trusted code
+    # the compile and run children's verdicts travel over the parent's pipe (kernelbench.harness.child.report); opened
     # (and its write function captured) before any candidate code runs
     reporter = None if trusted else report.Reporter(job.report_fd)
     refused = _refused  # the run child's refused builds (`build_manifest`), held before candidate code runs
@@ -189,7 +165,7 @@ def _main(argv: list[str]) -> int:
         message = _report(job, outcome, fault, refused).to_dict()
         if reporter is not None:
             reporter.send_result(message)
-        else:  # the reference child (trusted code only): a file in its scratch folder (`read_result`)
+        else:  # the reference child (trusted code only): a file in its scratch folder (`result_files.read_result`)
             tmp = os.path.join(scratch, RESULT_FILE + ".tmp")
             with open(tmp, "w") as f:
                 json.dump(message, f, default=str)

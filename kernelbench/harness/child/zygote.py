@@ -1,6 +1,6 @@
 """The warm worker (a zygote): an interpreter that has imported torch and the worker's code once and forks one
 fresh process per job, so a job no longer pays for starting Python and importing torch (the parent's side,
-what it asks for and why: `kernelbench.harness.warm_child`).
+what it asks for and why: `kernelbench.harness.isolation.warm_child`).
 
 Runs only trusted code: this module, the worker's modules and what they import. It never reads a job (the
 job's file is read by the forked process, as the fresh child read it), never runs candidate code, never

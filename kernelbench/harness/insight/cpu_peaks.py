@@ -1,6 +1,6 @@
 """This machine's CPU ceilings, measured once per CPU model and thread count and cached.
 
-`python3 -m kernelbench.harness.cpu_peaks [--threads N] [--remeasure]` prints (or redoes) the measurement.
+`python3 -m kernelbench.harness.insight.cpu_peaks [--threads N] [--remeasure]` prints (or redoes) the measurement.
 
 Method (docs/harness.md, "Speed of light"): a small C file, compiled here with `cc -O2 -march=native -fopenmp`
 and called through ctypes (the compiler the C++ candidates need is on every machine that runs them):
@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kernelbench.harness.peaks import Peaks
+from kernelbench.harness.insight.peaks import Peaks
 
 METHOD = "cpu-peaks-3"
 """Part of the cache key: a change of method invalidates older measurements."""
@@ -244,7 +244,7 @@ def measure(threads: int) -> Peaks:
     return Peaks(name=f"{cpu_model()} ({threads} thread{'s' if threads != 1 else ''})", bandwidth=bandwidth,
                  matmul_flops={"float32": f32, "float64": f64, "bfloat16": f32, "float16": f32},
                  vector_flops={"float32": f32, "float64": f64, "bfloat16": f32, "float16": f32},
-                 source=f"measured by kernelbench.harness.cpu_peaks ({METHOD}) on {stamp}")
+                 source=f"measured by kernelbench.harness.insight.cpu_peaks ({METHOD}) on {stamp}")
 
 
 def cpu_peaks(threads: int, remeasure: bool = False) -> Peaks:

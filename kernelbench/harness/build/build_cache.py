@@ -5,7 +5,7 @@ Entries are keyed by what is compiled: the arguments of every `load_inline` / cu
 call, read statically with `ast` (the static checks already require literal sources), plus the toolchain
 fingerprint; when that cannot be read with certainty (`compiled_parts`), by the whole file. Candidates that
 differ only in Python (common in RL groups and in the adversarial suite) share one build; each distinct file
-still gets its own import outcome, cached inside the entry (`kernelbench.harness.builder`).
+still gets its own import outcome, cached inside the entry (`kernelbench.harness.build.builder`).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from kernelbench.harness.config import EvalConfig
-from kernelbench.harness.toolchain import clang_cxx, gcc_fingerprint, interpreter_fingerprint, tool_version
+from kernelbench.harness.build.toolchain import clang_cxx, gcc_fingerprint, interpreter_fingerprint, tool_version
 
-HARNESS_DIR = Path(__file__).resolve().parent
-BUILD_CODE_MODULES = ("build_cache.py", "build_tree.py", "builder.py", "build_flags.py", "pch.py", "toolchain.py",
-                      "child/load_inline_hook.py", "prebuild.py", "child/prebuild.py")
+HARNESS_DIR = Path(__file__).resolve().parent.parent
+BUILD_CODE_MODULES = ("build/build_cache.py", "build/build_tree.py", "build/builder.py", "child/build_flags.py", "build/pch.py",
+                      "build/toolchain.py", "child/load_inline_hook.py", "build/prebuild.py", "child/prebuild.py")
 """The harness's files (relative to kernelbench/harness/) that decide how a candidate is built: its flags,
 PCHs, `load_inline` patching, the compile child and what is brought back of its folder. A change to any of
 them changes every entry's key (`build_code_hash`)."""

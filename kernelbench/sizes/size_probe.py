@@ -1,6 +1,6 @@
 """The sandboxed side of deriving CPU sizes: find the scale at which a problem's reference takes ~5 ms.
 
-Runs inside the sandbox (kernelbench/tasks/size_derivation.py starts it). Problem files are code, and untrusted
+Runs inside the sandbox (kernelbench/sizes/size_derivation.py starts it). Problem files are code, and untrusted
 like any: this server imports torch once (16 s on a loaded machine, so not once per problem), then forks
 one child per problem with its own address-space and CPU-time limits and a wall-clock deadline, and reads
 that child's answer from a pipe only it holds. The answer is advisory: the derivation re-checks nothing it
@@ -14,7 +14,7 @@ Search, per problem (kernelbench/tasks/size_plan.py maps a scale `alpha` to the 
    interpolating log(time), else by the meta estimate calibrated on the last measurement.
 Timing is the thread's CPU time (`time.thread_time`): with one intra-op thread all the work runs on the
 calling thread, and unlike wall time it stays put while other processes share the core.
-The counting and timing themselves: kernelbench/tasks/reference_cost.py.
+The counting and timing themselves: kernelbench/sizes/reference_cost.py.
 """
 
 from __future__ import annotations
@@ -30,9 +30,8 @@ import time
 from typing import Any
 
 from kernelbench.tasks import cpu_size_records
-from kernelbench.tasks.reference_cost import RUN_CAP_MS, RUNS, estimate_ms, measure, meta_cost
-from kernelbench.harness import sandbox
-from kernelbench.harness.child import spawn_guard
+from kernelbench.sizes.reference_cost import RUN_CAP_MS, RUNS, estimate_ms, measure, meta_cost
+from kernelbench.harness.child import progress, spawn_guard
 from kernelbench.tasks.size_plan import SizePlan, constants_at, literal_sizes, plan_sizes
 
 TARGET_MS = 5.0
@@ -356,9 +355,9 @@ def main(argv: list[str]) -> int:
     with open(os.path.join(scratch, "job.json")) as f:
         job = json.load(f)
     os.unlink(os.path.join(scratch, "job.json"))
-    fd = int(os.environ.pop(sandbox.PROGRESS_FD_ENV, "-1") or -1)
+    fd = int(os.environ.pop(progress.PROGRESS_FD_ENV, "-1") or -1)
     if fd >= 0:
-        os.write(fd, sandbox.STARTED.encode())
+        os.write(fd, progress.STARTED.encode())
         os.close(fd)
     import torch
 

@@ -11,7 +11,7 @@ the pipe: every frame carries a sequence number and a label the parent expects e
 of order, repeated, unexpected or after the final report makes the report void (`Frames.problem`).
 
 Frame: `MAGIC`, u32 sequence number, u16 label length, u64 payload length, label (ASCII), payload. A call's
-payload is a JSON header and the raw bytes of its tensors (`kernelbench.harness.call_frames`: plain tensors in
+payload is a JSON header and the raw bytes of its tensors (`kernelbench.harness.child.call_frames`: plain tensors in
 lists, read strictly); the report is JSON.
 """
 
@@ -28,14 +28,14 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelbench.harness import call_frames
+from kernelbench.harness.child import call_frames
 
 MAGIC = b"KAR1"
 HEADER = struct.Struct(">4sIHQ")
 RESULT_LABEL = "result"
 PROFILE_LABEL = "profile"
 """The one frame a run child may send after its final report: the profile of an untimed call
-(`kernelbench.harness.profiling`)."""
+(`kernelbench.harness.insight.profiling`)."""
 LABEL_PATTERN = re.compile(r"^(forward|check|verify)/\d{1,6}$|^result$")
 """The labels a run child may send: one frame per correctness call, check call and verification call, one report.
 A compile child sends the report alone (`Frames.report_only_problem`)."""

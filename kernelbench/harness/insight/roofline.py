@@ -17,7 +17,7 @@ import subprocess
 import warnings
 from dataclasses import dataclass
 
-from kernelbench.harness.peaks import Peaks, gpu_peaks
+from kernelbench.harness.insight.peaks import Peaks, gpu_peaks
 from kernelbench.harness.child.work import Work
 
 ABOVE_ROOFLINE = "above_roofline"
@@ -68,7 +68,7 @@ def device_peaks(device: str, device_name: str, threads: int) -> Peaks | None:
     run's thread count; None for a GPU whose figures are not in `peaks.GPU_PEAKS`."""
     if device == "cuda":
         return gpu_peaks(device_name)
-    from kernelbench.harness.cpu_peaks import cpu_peaks
+    from kernelbench.harness.insight.cpu_peaks import cpu_peaks
 
     return cpu_peaks(threads)
 
@@ -115,5 +115,5 @@ def assess(work: dict, device: str, device_name: str, threads: int, runtime_ms: 
 
 def above_reason(s: SpeedOfLight) -> str:
     return (f"ran at {s.sol_fraction:.2f}x its roofline ({s.bound}-bound, {s.roofline_ms:.4g} ms): it does less work "
-            "than the reference's ops, or this device's peaks are set too low (CPU: `python3 -m kernelbench.harness.cpu_peaks "
+            "than the reference's ops, or this device's peaks are set too low (CPU: `python3 -m kernelbench.harness.insight.cpu_peaks "
             "--remeasure` on a quiet machine)")

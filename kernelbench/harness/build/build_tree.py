@@ -106,7 +106,7 @@ def import_tree(src: str, dest: str, bounds: TreeBounds = BUILD_BOUNDS) -> int:
     device files are skipped; torch's build baton (`lock`) is dropped (a stale one would stall the next
     load_inline); entries, depth, each file's and all files' bytes are bounded (`bounds`; TreeTooLarge as
     soon as one is passed, so the walk reads at most `max_entries` + 1 entries; a caller removes `dest`).
-    Not covered: the content of the files (the built library is judged by `kernelbench.harness.symbols`,
+    Not covered: the content of the files (the built library is judged by `kernelbench.harness.build.symbols`,
     and runs only sandboxed)."""
     budget = [bounds.max_total_bytes, bounds.max_entries]
     os.mkdir(dest, 0o755)

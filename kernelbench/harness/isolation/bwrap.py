@@ -4,7 +4,7 @@
 one `sandbox.ChildSpec`: read-only root, private `/tmp` and `/dev/shm` of a bounded size, `$HOME` hidden under a tmpfs with only
 what the child needs re-bound read-only (`child_readonly_paths`), fresh `/dev` and `/proc`, own
 ipc/pid/net/uts namespaces, a new session, a cleared environment, and `setpriv` to the slot's uid with all
-capabilities dropped. What that covers and what it does not: `kernelbench.harness.sandbox`.
+capabilities dropped. What that covers and what it does not: `kernelbench.harness.isolation.sandbox`.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def child_readonly_paths() -> list[str]:
     """
     import site
 
-    project = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    project = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     wanted = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), project,
               *site.getsitepackages(), *(p for p in sys.path if p and os.path.isabs(p))}
     if site.ENABLE_USER_SITE:
@@ -95,13 +95,13 @@ def tmpfs_size_args(tmpfs_mb: int) -> list[str]:
 
 
 def bwrap_argv(spec: Any, uid: int, env: dict[str, str]) -> list[str]:
-    """The bubblewrap command line for `spec` (a `sandbox.ChildSpec`; see `kernelbench.harness.sandbox`'s
+    """The bubblewrap command line for `spec` (a `sandbox.ChildSpec`; see `kernelbench.harness.isolation.sandbox`'s
     docstring for what each part is for)."""
     home = os.path.realpath(os.path.expanduser("~"))
     argv = [find_bwrap(), "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--ro-bind", "/", "/"]
     # every tmpfs has a size: its pages are host memory that RLIMIT_AS never sees (the child's cgroup charges
-    # them too, `kernelbench.harness.cgroups`); a full one is ENOSPC, the candidate's fault
+    # them too, `kernelbench.harness.isolation.cgroups`); a full one is ENOSPC, the candidate's fault
     size = tmpfs_size_args(spec.limits.tmpfs_mb)
     if home not in ("/", "/tmp") and os.path.isdir(home):
         argv += ["--perms", "0755", *size, "--tmpfs", home]

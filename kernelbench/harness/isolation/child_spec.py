@@ -1,9 +1,11 @@
-"""What a sandboxed child is asked to be and what became of it: the records `kernelbench.harness.sandbox` and
-`kernelbench.harness.warm_child` (the warm workers) share, apart from both so neither imports the other."""
+"""What a sandboxed child is asked to be and what became of it: the records `kernelbench.harness.isolation.sandbox` and
+`kernelbench.harness.isolation.warm_child` (the warm workers) share, apart from both so neither imports the other."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from kernelbench.harness.child.progress import STARTED, UNTRUSTED
 
 BWRAP = "bwrap"
 RLIMITS = "rlimits"
@@ -69,21 +71,19 @@ class ChildOutcome:
 
     @property
     def started(self) -> bool:
-        return "S" in self.progress
+        return STARTED in self.progress
 
     @property
     def untrusted_ran(self) -> bool:
-        return "C" in self.progress
+        return UNTRUSTED in self.progress
 
 
-PROGRESS_FD_ENV = "KERNEL_AGENT_PROGRESS_FD"
-STARTED, UNTRUSTED = "S", "C"
 
 
 @dataclass(frozen=True)
 class WorkerEntry:
     """The child is the harness's worker (`kernelbench.harness.child.worker`) on the job in `scratch`: such a child
-    may be forked from a warm worker (`kernelbench.harness.warm_child`) instead of starting an interpreter."""
+    may be forked from a warm worker (`kernelbench.harness.isolation.warm_child`) instead of starting an interpreter."""
 
     scratch: str
     prebuild: bool = False
@@ -107,4 +107,4 @@ class ChildSpec:
     """Parent-made pipe ends the child inherits (the paired-timing channel); nothing else stays open."""
     worker: WorkerEntry | None = None
     """Set when `argv` runs the worker (`launch.child_argv`) and a warm worker may serve it instead (root only,
-    `kernelbench.harness.warm_child`); None: always `argv` in a fresh interpreter."""
+    `kernelbench.harness.isolation.warm_child`); None: always `argv` in a fresh interpreter."""

@@ -1,7 +1,7 @@
 """Deriving CPU sizes for KernelBench-format problems: the parent side.
 
-Hands a batch of problems to kernelbench/tasks/size_probe.py's server inside the sandbox (bubblewrap when it
-works, else a plain child with rlimits; kernelbench/harness/sandbox.py), which answers one `CpuSizeRecord` per
+Hands a batch of problems to kernelbench/sizes/size_probe.py's server inside the sandbox (bubblewrap when it
+works, else a plain child with rlimits; kernelbench/harness/isolation/sandbox.py), which answers one `CpuSizeRecord` per
 problem. Nothing of a problem runs in this process. Used by scripts/kernelbench_cpu_sizes.py and the tests.
 """
 
@@ -15,8 +15,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelbench.harness import sandbox
-from kernelbench.tasks import size_probe
+from kernelbench.harness.isolation import sandbox
+from kernelbench.sizes import size_probe
 from kernelbench.tasks.cpu_size_records import CpuSizeRecord, source_sha
 from kernelbench.tasks.task import Task
 
@@ -38,7 +38,7 @@ class DeriveConfig:
 
 
 def _argv(scratch: str) -> tuple[str, ...]:
-    boot = (f"import sys; sys.path.insert(0, {PROJECT_ROOT!r}); from kernelbench.tasks.size_probe import main; "
+    boot = (f"import sys; sys.path.insert(0, {PROJECT_ROOT!r}); from kernelbench.sizes.size_probe import main; "
             f"sys.exit(main([{scratch!r}]))")
     return (sys.executable, "-I", "-c", boot)
 

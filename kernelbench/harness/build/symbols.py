@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from kernelbench.harness.build_manifest import file_sha256
-from kernelbench.harness.build_tree import BUILD_BOUNDS, TREE_TOO_LARGE, TreeTooLarge
-from kernelbench.harness.static_checks import Violation
+from kernelbench.harness.child.build_manifest import file_sha256
+from kernelbench.harness.build.build_tree import BUILD_BOUNDS, TREE_TOO_LARGE, TreeTooLarge
+from kernelbench.harness.protocol import Violation
 
 NM_TIMEOUT_S = 30.0
 """Most seconds (wall and CPU) one `nm` may run: an honest library takes well under one."""

@@ -10,7 +10,7 @@ used: it keeps one PCH in torch's install folder that any `load_inline(use_pch=F
 Measured on 2 cores (scripts/bench_harness.py): a 10-line op's cold compile stage 44.6 s without a PCH,
 27.7 s with one.
 
-clang (`kernelbench.harness.toolchain.clang_cxx`) accepts only a PCH made with the build's exact flags, so each
+clang (`kernelbench.harness.build.toolchain.clang_cxx`) accepts only a PCH made with the build's exact flags, so each
 flag set has its own (`clang_pch_dir`), named to the child through the folder `builder.build` hands it, and loaded
 with `-include-pch` (`load_inline_hook.patch_load_inline`).
 
@@ -27,12 +27,12 @@ import os
 import secrets
 from pathlib import Path
 
-from kernelbench.harness import sandbox
-from kernelbench.harness.build_cache import compiled_parts
-from kernelbench.harness.build_tree import BUILD_MAX_MB, BuildTreeError, copy_regular, remove_tree
-from kernelbench.harness.cache_quota import CacheItem, evict_lru
+from kernelbench.harness.isolation import sandbox
+from kernelbench.harness.build.build_cache import compiled_parts
+from kernelbench.harness.build.build_tree import BUILD_MAX_MB, BuildTreeError, copy_regular, remove_tree
+from kernelbench.harness.build.cache_quota import CacheItem, evict_lru
 from kernelbench.harness.child.load_inline_hook import STANDARD_CFLAGS, clang_pch_info, normal_flags
-from kernelbench.harness.toolchain import clang_cxx, gcc_fingerprint, libomp_path, tool_version
+from kernelbench.harness.build.toolchain import clang_cxx, gcc_fingerprint, libomp_path, tool_version
 
 PCH_FLAG_TOKENS = frozenset({"-O0", "-O1", "-O2", "-O3", "-Os", "-fopenmp", "-march=native", "-mtune=native",
                              "-ffast-math", "-funroll-loops", "-fno-math-errno", "-DNDEBUG", "-g0"})
@@ -76,7 +76,7 @@ CLANG_OPENMP = True
 """Whether `-fopenmp` builds may run clang too. Their OpenMP code runs on LLVM's libomp, which the run child
 supports: (1) libomp registers itself in /dev/shm at its first parallel region and aborts when it cannot
 ("OMP: Error #179: Function Can't open SHM2 failed"), so the sandbox mounts a private writable /dev/shm
-(kernelbench/harness/bwrap.py); (2) libomp's worker threads start on the first parallel region and stay, so
+(kernelbench/harness/isolation/bwrap.py); (2) libomp's worker threads start on the first parallel region and stay, so
 `load_inline_hook.start_libomp_pool` starts them before the run child's baseline thread count
 (kernelbench/harness/child/worker.py), or the candidate would be charged with them (`dynamic:threads`).
 False: `-fopenmp` builds keep gcc."""

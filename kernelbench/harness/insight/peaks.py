@@ -1,7 +1,7 @@
 """`Peaks`: how fast a device can move bytes and do FLOPs, the two ceilings of its roofline.
 
 GPUs: the vendor's published figures (`GPU_PEAKS`). CPUs: measured once per machine and thread count
-(`kernelbench.harness.cpu_peaks`). Which FLOP peak applies to a task depends on its dtype, on whether the work is a
+(`kernelbench.harness.insight.cpu_peaks`). Which FLOP peak applies to a task depends on its dtype, on whether the work is a
 matrix product (tensor cores on a GPU) or not, and on whether TF32 is allowed for fp32 matrix products (the
 harness runs fp32 with TF32 off, so the FP32 non-tensor peak applies then).
 """

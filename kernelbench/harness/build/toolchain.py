@@ -1,7 +1,7 @@
 """The compilers on this machine: their versions (part of every build's key), the GPU's arch list, whether
 clang with LLVM's OpenMP runtime builds CPU candidates (`clang_cxx`), and the error lines of their logs.
 
-clang, when installed with libomp, compiles CPU builds whose flags are allowlisted (`kernelbench.harness.pch`):
+clang, when installed with libomp, compiles CPU builds whose flags are allowlisted (`kernelbench.harness.build.pch`):
 gcc still instantiates torch's templates in every build (its PCH leaves them pending), clang's PCH holds them
 (`-fpch-instantiate-templates`). Measured on 2 cores: the ReLU op's cold compile stage ~12-14 s with clang,
 ~26 s with gcc and its PCH. CUDA builds and other flag sets keep gcc.
@@ -19,7 +19,7 @@ import sys
 import sysconfig
 import tempfile
 
-from kernelbench.harness import sandbox
+from kernelbench.harness.isolation import sandbox
 from kernelbench.harness.child.load_inline_hook import STANDARD_CFLAGS
 
 @functools.lru_cache(maxsize=None)

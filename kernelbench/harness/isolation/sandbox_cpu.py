@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from kernelbench.harness import process_tree, sandbox
+from kernelbench.harness.isolation import process_tree, sandbox
 
 
 def sandbox_runnable_ns(child: sandbox.RunningChild) -> dict[tuple[int, int], int] | None:

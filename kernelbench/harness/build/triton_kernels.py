@@ -217,14 +217,3 @@ def _allowed_module(mod: str) -> bool:
 
 def _is_tl(parts: list[str]) -> bool:
     return parts[:2] == ["triton", "language"]
-
-
-# --- launch counting (kernelbench.harness.child.kernel_calls) ---------------------------------------------------------
-
-def launch_classes() -> list[Any]:
-    """The classes whose `run` launches a kernel: `JITFunction` (compiled) and `InterpretedFunction` (the
-    interpreter), the two things `triton.jit` returns. `Autotuner` and `Heuristics` launch through them."""
-    from triton.runtime.interpreter import InterpretedFunction
-    from triton.runtime.jit import JITFunction
-
-    return [JITFunction, InterpretedFunction]

@@ -16,7 +16,7 @@ import os
 import shutil
 from typing import Any
 
-from kernelbench.harness.profiling import MAX_ROWS, NcuRow, sanitise_name
+from kernelbench.harness.insight.profiling import MAX_ROWS, NcuRow, sanitise_name
 
 DRAM = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
 SM = "sm__throughput.avg.pct_of_peak_sustained_elapsed"

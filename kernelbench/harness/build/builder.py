@@ -1,12 +1,12 @@
 """The builder: the compile stage imports a candidate in a sandboxed child that builds its cache entry.
 
 Compiling a candidate means importing it in a sandboxed child whose `TORCH_EXTENSIONS_DIR` is the cache
-entry (`kernelbench.harness.build_cache`): `load_inline` builds there. The run child later imports the
+entry (`kernelbench.harness.build.build_cache`): `load_inline` builds there. The run child later imports the
 candidate again with a private copy of the entry mounted at the same path (`run_binds`; ninja's commands name
 absolute paths, so the path must not move), finds the built library, and loads it without running ninja
 (`build_manifest`: only what the parent recorded after the compile stage, file for file; any other build
 request there is refused). Compile errors are cached too, per file. The build folder the child wrote is
-brought back with `kernelbench.harness.build_tree`, never followed.
+brought back with `kernelbench.harness.build.build_tree`, never followed.
 """
 
 from __future__ import annotations
@@ -20,16 +20,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelbench.harness import build_flags, nvrtc, prebuild, protocol, report, sandbox, triton_kernels
-from kernelbench.harness.build_cache import cache_key, cache_root, source_key
-from kernelbench.harness.build_tree import (TREE_TOO_LARGE, BuildTreeError, TreeTooLarge, import_tree, remove_tree,
+from kernelbench.harness import protocol
+from kernelbench.harness.build import nvrtc, prebuild, triton_kernels
+from kernelbench.harness.child import build_flags, report
+from kernelbench.harness.isolation import sandbox
+from kernelbench.harness.build.build_cache import cache_key, cache_root, source_key
+from kernelbench.harness.build.build_tree import (TREE_TOO_LARGE, BuildTreeError, TreeTooLarge, import_tree, remove_tree,
                                            swap_in)
-from kernelbench.harness.cache_quota import USE_LOCK, evict_builds, mark_used, record_size
-from kernelbench.harness.child import launch
-from kernelbench.harness.child import prebuild as child_prebuild
+from kernelbench.harness.build.cache_quota import USE_LOCK, evict_builds, mark_used, record_size
+from kernelbench.harness.child import launch, prebuild as child_prebuild
 from kernelbench.harness.config import EvalConfig
-from kernelbench.harness.pch import pch_dir_for, pch_flags
-from kernelbench.harness.toolchain import cuda_arch_list, extract_error_lines
+from kernelbench.harness.build.pch import pch_dir_for, pch_flags
+from kernelbench.harness.build.toolchain import cuda_arch_list, extract_error_lines
 
 @dataclass(frozen=True)
 class BuildOutcome:
@@ -117,7 +119,7 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
     (bubblewrap) or, in the plain child, the entry's own folder handed to its uid; then bring back its
     regular files into a fresh folder owned by the parent (`import_tree`) and swap that in.
 
-    The child's outcome comes over the parent's pipe (`kernelbench.harness.report`), read once every process of the
+    The child's outcome comes over the parent's pipe (`kernelbench.harness.child.report`), read once every process of the
     sandbox is dead, and must echo this job's nonce: the child imports the candidate, whose code (a thread,
     an `atexit` handler, a C++ static destructor) could rewrite a result file in its scratch folder after
     the harness wrote it. Code of the candidate can still write frames of its own into the pipe before the
@@ -147,7 +149,7 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
             Path(scratch, "job.json").write_text(json.dumps(protocol.job_to_dict(job)))
             env = child_env(config, str(ext), jobs)
             early = prebuild.plan(src, pch_dir, str(ext), env) if config.device == "cpu" else None
-            if early is not None:  # ninja starts before the child imports torch (`kernelbench.harness.prebuild`)
+            if early is not None:  # ninja starts before the child imports torch (`kernelbench.harness.build.prebuild`)
                 Path(scratch, child_prebuild.PLAN_FILE).write_text(json.dumps(early))
             spec = sandbox.ChildSpec(
                 argv=launch.child_argv(scratch, prebuild=True), scratch_dir=scratch, cuda=config.device == "cuda",

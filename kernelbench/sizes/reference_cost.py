@@ -1,6 +1,6 @@
 """What a problem's reference costs at a given size: counted on the meta device, timed on one thread.
 
-The size search (`kernelbench.tasks.size_probe`) reads these inside the sandbox. `meta_cost` runs one forward
+The size search (`kernelbench.sizes.size_probe`) reads these inside the sandbox. `meta_cost` runs one forward
 on the `meta` device (shapes only: no memory, no arithmetic) and counts its FLOPs, bytes moved and ops, so a
 first real run is chosen from an estimate (`estimate_ms`) and a GPU size is never run; `measure` times real
 forwards on the calling thread's CPU clock (`time.thread_time`), which stays put while other processes

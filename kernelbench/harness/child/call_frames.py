@@ -1,5 +1,5 @@
 """The payload of one judged call's frame on the report pipe: a short JSON header naming each tensor's dtype
-and shape, then the tensors' raw bytes (`kernelbench.harness.report`; the frame around it is `report.HEADER`).
+and shape, then the tensors' raw bytes (`kernelbench.harness.child.report`; the frame around it is `report.HEADER`).
 
 Why not `torch.save`: a call's frame holds its output and its arguments afterwards (an 8 MB ReLU: 16 MB), 31
 frames per evaluation of `scripts/bench_harness.py`'s ReLU. `torch.save` into memory, the copy out of it and

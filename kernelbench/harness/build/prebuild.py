@@ -29,9 +29,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kernelbench.harness import sandbox
-from kernelbench.harness.build_cache import build_code_hash, compiled_parts, toolchain_fingerprint
-from kernelbench.harness.build_tree import BuildTreeError, copy_regular, remove_tree
+from kernelbench.harness.isolation import sandbox
+from kernelbench.harness.build.build_cache import build_code_hash, compiled_parts, toolchain_fingerprint
+from kernelbench.harness.build.build_tree import BuildTreeError, copy_regular, remove_tree
 from kernelbench.harness.child import launch
 from kernelbench.harness.child.load_inline_hook import STANDARD_CFLAGS, clang_pch_info, normal_flags
 
@@ -106,7 +106,7 @@ def _probe(pch_dir: str, flags: tuple[str, ...], env: tuple[tuple[str, str], ...
         try:
             ext = os.path.join(scratch, "ext")
             boot = (f"import sys; sys.path.insert(0, {launch.PROJECT_ROOT!r}); "
-                    f"from kernelbench.harness.prebuild import probe_child; probe_child({pch_dir!r}, {list(flags)!r}, "
+                    f"from kernelbench.harness.build.prebuild import probe_child; probe_child({pch_dir!r}, {list(flags)!r}, "
                     f"{scratch!r})")
             spec = sandbox.ChildSpec(argv=(sys.executable, "-I", "-c", boot), scratch_dir=scratch,
                                      limits=sandbox.Limits(timeout_s=300, max_processes=64),

@@ -1,5 +1,5 @@
 """Size quotas with least-recently-used eviction for the harness's caches: the PCH folder
-(`kernelbench.harness.pch.evict_pchs`) and the build cache (`evict_builds`).
+(`kernelbench.harness.build.pch.evict_pchs`) and the build cache (`evict_builds`).
 
 Why: every cache the parent keeps grows with what candidates make (DESIGN.md rule 9: a quota on every
 cache); one compile could leave 1.5 GB in the build cache, which had no bound. Covers: the total size of
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from kernelbench.harness.build_tree import BUILD_BOUNDS, remove_tree
+from kernelbench.harness.build.build_tree import BUILD_BOUNDS, remove_tree
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The build the parent checked, file for file: the run child loads that and builds nothing.
 
 The compile stage imports the candidate and builds what its top level asks for; the parent then reads the
-built libraries' imports (`kernelbench.harness.symbols`). The run child imports the candidate again, and builds
+built libraries' imports (`kernelbench.harness.build.symbols`). The run child imports the candidate again, and builds
 anything asked for later: in `ModelNew.__init__`, in the first `forward`, or with sources or flags that
 differ between the two imports. It ran before new processes were refused, in a writable copy of the build
 folder, so `namespace fast = at::cpu; fast::mm` built in `__init__` was never judged (full credit for
@@ -28,7 +28,7 @@ import hashlib
 import os
 from typing import Any
 
-from kernelbench.harness import build_flags
+from kernelbench.harness.child import build_flags
 
 FLAG = "dynamic:build_outside_compile_stage"
 UNTRACKED = frozenset({"lock", ".ninja_log", ".ninja_deps"})

@@ -9,15 +9,15 @@ What the bubblewrap sandbox covers:
 - read-only root filesystem, private `/tmp` and `/dev/shm`, `$HOME` hidden (tmpfs over both `$HOME` and `/tmp`,
   with only what the child needs re-bound read-only wherever it lives: the interpreter, its site-packages, the
   project and the sys.path entries; `bwrap.child_readonly_paths`), one writable scratch folder, fresh `/dev`
-  and `/proc` (the command line: `kernelbench.harness.bwrap`);
+  and `/proc` (the command line: `kernelbench.harness.isolation.bwrap`);
 - a progress pipe (`PROGRESS_FD_ENV`) on which the worker says it started and when untrusted code begins, so
   a child that never started is told apart from a candidate's fault (`ChildOutcome.progress`);
 - no network (own net namespace), own pid/ipc/uts namespaces, a new session (no terminal injection);
 - when the harness runs as root: an unprivileged uid per worker slot with all capabilities dropped, so
   `RLIMIT_NPROC` applies (it never does to uid 0) and a fork bomb stops; a slot's processes are all killed
-  afterwards by signalling as that uid (`kernelbench.harness.process_tree`);
+  afterwards by signalling as that uid (`kernelbench.harness.isolation.process_tree`);
 - rlimits: processes, file size, core dumps 0, address space (CPU only: the CUDA driver maps huge ranges);
-- a cgroup per child (`kernelbench.harness.cgroups`), entered before the child execs anything: memory with
+- a cgroup per child (`kernelbench.harness.isolation.cgroups`), entered before the child execs anything: memory with
   tmpfs pages (every private tmpfs has a size too), pids, the CPU time of every task, a freezer for the whole
   tree and a kill of every task whatever its session, process group or clone flags; a start that cannot set
   them raises `cgroups.CgroupsUnavailable` (a `harness_error`) unless `Limits.allow_missing_cgroups`;
@@ -45,10 +45,11 @@ import tempfile
 import time
 from typing import Callable
 
-from kernelbench.harness import bwrap, cgroups, process_tree, warm_child
-from kernelbench.harness.child_spec import (BWRAP, ENV_ALLOWED, PROGRESS_FD_ENV, RLIMITS, STARTED, TAIL_CHARS,  # noqa: F401 (re-exported)
-                                            UNTRUSTED, Bind, ChildOutcome, ChildSpec, Limits, WorkerEntry)
-from kernelbench.harness.slots import MAX_SLOTS, SLOT_UID_BASE, SlotLease, TimingLease, give_tree, make_scratch  # noqa: F401 (re-exported)
+from kernelbench.harness.isolation import bwrap, cgroups, process_tree, warm_child
+from kernelbench.harness.child.progress import PROGRESS_FD_ENV
+from kernelbench.harness.isolation.child_spec import (BWRAP, ENV_ALLOWED, RLIMITS, TAIL_CHARS,  # noqa: F401 (re-exported)
+                                                      Bind, ChildOutcome, ChildSpec, Limits, WorkerEntry)
+from kernelbench.harness.isolation.slots import MAX_SLOTS, SLOT_UID_BASE, SlotLease, TimingLease, give_tree, make_scratch  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -308,7 +309,7 @@ def _setpriv_argv(uid: int) -> list[str]:
 
 
 def _cgroup(limits: Limits, drop_uid: int) -> cgroups.Cgroup | None:
-    """The child's cgroup (`kernelbench.harness.cgroups`); None where there is none and that is allowed. A plain
+    """The child's cgroup (`kernelbench.harness.isolation.cgroups`); None where there is none and that is allowed. A plain
     child dropping to `drop_uid` needs `setpriv` after the shim (the shim must run as root)."""
     required = not cgroups.allow_missing(limits.allow_missing_cgroups)
     cg = cgroups.create(limits.cgroup_memory_mb << 20, limits.max_processes, required)

@@ -40,9 +40,10 @@ import threading
 import time
 from dataclasses import replace
 
-from kernelbench.harness import bwrap, cgroups, process_tree
+from kernelbench.harness.isolation import bwrap, cgroups, process_tree
 from kernelbench.harness.child import launch
-from kernelbench.harness.child_spec import BWRAP, PROGRESS_FD_ENV, ChildSpec
+from kernelbench.harness.child.progress import PROGRESS_FD_ENV
+from kernelbench.harness.isolation.child_spec import BWRAP, ChildSpec
 
 LATE_ENV = frozenset({"TORCH_EXTENSIONS_DIR", "MAX_JOBS", "TORCH_CUDA_ARCH_LIST", "CUPY_CACHE_DIR",
                       "CUPY_CACHE_SAVE_CUDA_SOURCE", "TRITON_CACHE_DIR", "CUDA_VISIBLE_DEVICES",

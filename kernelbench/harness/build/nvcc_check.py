@@ -8,9 +8,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelbench.harness import sandbox
-from kernelbench.harness.build_tree import remove_tree
-from kernelbench.harness.toolchain import extract_error_lines
+from kernelbench.harness.isolation import sandbox
+from kernelbench.harness.build.build_tree import remove_tree
+from kernelbench.harness.build.toolchain import extract_error_lines
 
 SHIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shims")
 LOAD_INLINE_CUDA_PRELUDE = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
@@ -90,7 +90,7 @@ def nvcc_compile_check(src: str, timeout_s: float = 600.0, arch: str = "sm_90") 
     """Compile each CUDA source of a candidate with `nvcc -c` against torch's headers (no GPU needed);
     FileNotFoundError when the children cannot find nvcc.
 
-    ~60 s per source on 2 cores. The CPU wheel lacks `c10/cuda/impl/cuda_cmake_macros.h`; kernelbench/harness/shims
+    ~60 s per source on 2 cores. The CPU wheel lacks `c10/cuda/impl/cuda_cmake_macros.h`; kernelbench/harness/build/shims
     provides it. The source is handed to nvcc as text: nvcc runs sandboxed like any compile of candidate text.
     """
     if shutil.which("nvcc", path=sandbox.child_path()) is None:

@@ -1,0 +1,1 @@
+"""What the agent is told besides the verdict: profiles, roofline, CPU peaks, Nsight Compute, telemetry."""
