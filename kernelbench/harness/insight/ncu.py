@@ -3,7 +3,7 @@
 Why a separate child: ncu replays every kernel it profiles several times and injects itself into the process,
 so the candidate's timed run never runs under it. After a correct verdict on CUDA, a second run child (no
 timing) runs under `ncu --profile-from-start off`, and its profiled call is bracketed by cudaProfilerStart /
-Stop (`profiling.ncu_call`): only that call's kernels are measured. The metric set is fixed (METRICS). What
+Stop (`child.profiler.ncu_call`): only that call's kernels are measured. The metric set is fixed (METRICS). What
 comes back is advisory like the rest of the profile: the log file lies in the child's scratch folder, which the
 candidate can write, so every name is sanitised and every number clamped.
 """
