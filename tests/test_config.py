@@ -15,7 +15,7 @@ from evals.runner import BenchConfig, config_dict
 from kernelbench.harness.result import CORRECT, EvalResult
 from rewards import ScoreConfig
 from train.config import (CONFIGS_DIR, RENAMED, ConfigError, PipelineConfig, Preset, SFTConfig, TrainConfig,
-                          load_config, load_preset, load_saved, save_config, to_dict, updated, validate)
+                          load_config, load_preset, load_saved, save_config, to_dict, updated)
 
 
 def write(tmp_path, text: str) -> str:
