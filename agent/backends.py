@@ -6,11 +6,12 @@ the backends cannot live there without an import circle.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, get_args
 
 from agent.policy import Policy
 
-BACKENDS = ("hf", "vllm", "openai")
+Backend = Literal["hf", "vllm", "openai"]
+BACKENDS = get_args(Backend)
 
 
 def make_policy(backend: str, model: str, *, base_url: str = "", device: str = "cpu",

@@ -10,61 +10,64 @@ FILE is a KernelBench-format module (`Model`, `get_inputs`, `get_init_inputs`). 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import platform
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
-from agent.backends import make_policy
+import pydantic.dataclasses
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationInfo, field_validator
+
+from agent.backends import Backend, make_policy
 from agent.episode import EpisodeRunner, SubmitsEvaluations
 from agent.policy import Policy, SamplingConfig
 from agent.prompts import PromptSettings
 from agent.report import Best, write_report
-from agent.strategies import SearchBudget, search
+from agent.strategies import SearchBudget, Strategy, search
 from agent.trajectory import Trajectory, Turn
 from kernelbench.executors.executor import ExecutorConfig, make_evaluator
-from kernelbench.harness.config import EvalConfig
+from kernelbench.harness.config import Device, EvalConfig
 from kernelbench.harness.result import CORRECT
 from kernelbench.tasks.task import Task
 from kernelbench.tasks.task_file import read_task_file
 
 
-@dataclass(frozen=True)
+@pydantic.dataclasses.dataclass(frozen=True, config=ConfigDict(extra="forbid", validate_default=True))
 class OptimizeConfig:
-    """Settings of one `kernel-agent optimize` run."""
+    """Settings of one `kernel-agent optimize` run; validated on construction (docs/architecture.md,
+    "Configuration") and saved as OUT/config.json (pydantic's JSON dump)."""
 
     file: str
     """The user's KernelBench-format module."""
     out: str = "optimize_out"
     """Output directory (created; a rerun with the same directory resumes)."""
-    backend: str = "openai"
+    backend: Backend = "openai"
     """`hf`, `vllm` or `openai`."""
     model: str = ""
     """Model name (openai) or checkpoint path / hub name present locally (hf, vllm)."""
     base_url: str = ""
     """Chat-completions endpoint root for the openai backend, e.g. http://localhost:8000/v1."""
-    device: str = "cuda"
+    device: Device = "cuda"
     """`cuda` (CUDA kernels, timed on the GPU) or `cpu` (C++ kernels, timed on one core)."""
-    size: str = ""
+    size: Literal["", "cpu", "gpu"] = ""
     """Task size: `cpu` or `gpu`; empty picks the one matching `device`."""
-    strategy: str = "parallel"
+    strategy: Strategy = "parallel"
     """`parallel` (N x T) or `beam` (rounds of T turns, keep the best `beam_keep`, replicate to N)."""
-    trajectories: int = 4
+    trajectories: int = Field(4, ge=1)
     """Parallel trajectories (N)."""
-    turns: int = 4
+    turns: int = Field(4, ge=1)
     """Refinement turns per trajectory (T; per round for beam)."""
     streaming_turns: bool = True
     """A trajectory's next turn is generated as soon as its own verdict is back, batched with whatever else is
     ready (`agent.episode.EpisodeRunner`); False (`--lockstep-turns`): a task's trajectories advance turn by
     turn together, the earlier schedule."""
-    rounds: int = 2
+    rounds: int = Field(2, ge=1)
     """Beam search rounds."""
-    beam_keep: int = 1
+    beam_keep: int = Field(1, ge=1)
     """Beam search: trajectories kept after each round."""
-    op_policy: str = ""
+    op_policy: Literal["", "strict", "partial"] = ""
     """`strict`, `partial`, or empty: the file's `OP_POLICY` constant, else `strict`."""
     sampling: SamplingConfig = field(default_factory=lambda: SamplingConfig(max_tokens=8192))
     """Sampling (`agent.policy.SamplingConfig`: temperature, top_p, max_tokens, seed)."""
@@ -77,16 +80,22 @@ class OptimizeConfig:
     config's (size resolved), `op_policy` the task's."""
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
     """Where evaluations run (`kernelbench.executors.executor.ExecutorConfig`)."""
-    price_in: float = 0.0
+    price_in: float = Field(0.0, ge=0)
     """USD per million prompt tokens, for the session's cost in report.md (0 with price_out 0: tokens only)."""
-    price_out: float = 0.0
+    price_out: float = Field(0.0, ge=0)
     """USD per million completion tokens (reasoning included)."""
 
-    def __post_init__(self) -> None:
-        # One place for the run's target: the nested settings take device and size from here.
-        size = self.size or ("gpu" if self.device == "cuda" else "cpu")
-        object.__setattr__(self, "eval", replace(self.eval, device=self.device, size=size))
-        object.__setattr__(self, "prompt", replace(self.prompt, device=self.device))
+    @field_validator("prompt", "eval")
+    @classmethod
+    def _target_from_config(cls, value: Any, info: ValidationInfo) -> Any:
+        """One place for the run's target: the nested settings take device and size from the fields above
+        (validated before them; a nested value of its own is overwritten)."""
+        if not {"device", "size"} <= info.data.keys():
+            return value  # one of them failed: its own error says so
+        if info.field_name == "prompt":
+            return replace(value, device=info.data["device"])
+        return replace(value, device=info.data["device"], size=info.data["size"] or
+                       ("gpu" if info.data["device"] == "cuda" else "cpu"))
 
 
 @dataclass(frozen=True)
@@ -142,10 +151,9 @@ def optimize(config: OptimizeConfig, *, policy: Policy | None = None, evaluator:
              console: Any = None) -> OptimizeOutcome:
     """Run the search on `config.file` and write the outputs; raises TaskFileError for a bad FILE."""
     task = read_task_file(config.file, origin="user", level=0, op_policy=config.op_policy)
-    size = config.eval.size
     os.makedirs(config.out, exist_ok=True)
-    with open(os.path.join(config.out, "config.json"), "w", encoding="utf-8") as f:
-        json.dump(dataclasses.asdict(config) | {"size": size}, f, indent=2)
+    with open(os.path.join(config.out, "config.json"), "w", encoding="utf-8") as f:  # the resolved size: eval.size
+        json.dump(TypeAdapter(OptimizeConfig).dump_python(config, mode="json"), f, indent=2)
     if policy is None:
         policy = make_policy(config.backend, config.model, base_url=config.base_url, device=config.device)
     own_evaluator = evaluator is None
@@ -168,7 +176,7 @@ def optimize(config: OptimizeConfig, *, policy: Policy | None = None, evaluator:
         if own_evaluator:
             evaluator.close()
     settings = {"file": config.file, "model": f"{config.backend}:{config.model}", "device": config.device,
-                "size": size, "hardware": hardware, "op policy": task.op_policy,
+                "size": config.eval.size, "hardware": hardware, "op policy": task.op_policy,
                 "search": f"{config.strategy}, {config.trajectories} trajectories x {config.turns} turns"
                           + (f" x {budget.rounds} rounds (keep {budget.keep})" if config.strategy == "beam" else "")}
     best = write_report(config.out, f"kernel-agent optimize: {task.name}", trajs, settings,

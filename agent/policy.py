@@ -10,14 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Protocol, runtime_checkable
 
+import pydantic
+import pydantic.dataclasses
+
 Message = dict[str, str]
 """One chat message: `{"role": "system" | "user" | "assistant", "content": "..."}`."""
 Conversation = list[Message]
 
 
-@dataclass(frozen=True)
+@pydantic.dataclasses.dataclass(frozen=True, config=pydantic.ConfigDict(extra="forbid"))
 class SamplingConfig:
-    """Sampling settings shared by every backend."""
+    """Sampling settings shared by every backend (validated on construction: docs/architecture.md, "Configuration")."""
 
     temperature: float = 0.9
     """Softmax temperature; 0 means greedy. Kevin-32B samples at 0.9 in training and at test time."""

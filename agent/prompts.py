@@ -13,7 +13,10 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Literal, Sequence, get_args
+
+import pydantic
+import pydantic.dataclasses
 
 from agent.policy import Conversation, count_tokens_approx
 from kernelbench.tasks.task_file import inspect_source
@@ -39,7 +42,8 @@ DEVICE_GUIDE = {
     ),
 }
 
-LANGUAGES = ("cuda", "triton", "cpp")
+Language = Literal["cuda", "triton", "cpp"]
+LANGUAGES = get_args(Language)
 """Kernel languages a prompt can ask for: `cuda` (CUDA C++ through load_inline, on a GPU), `cpp` (C++ through
 load_inline, on a CPU) and `triton` (`@triton.jit` kernels, either device)."""
 DEFAULT_LANGUAGE = {"cuda": "cuda", "cpu": "cpp"}
@@ -300,22 +304,22 @@ class Attempt:
     feedback: str
 
 
-@dataclass(frozen=True)
+@pydantic.dataclasses.dataclass(frozen=True, config=pydantic.ConfigDict(extra="forbid"))
 class PromptSettings:
-    """Settings that shape every prompt of a run."""
+    """Settings that shape every prompt of a run (validated on construction: docs/architecture.md, "Configuration")."""
 
-    device: str = "cuda"
+    device: Literal["cpu", "cuda"] = "cuda"
     """`cuda` asks for CUDA kernels, `cpu` for C++ kernels."""
     hardware: str = "NVIDIA H100 80GB HBM3"
     """Free text naming the machine the kernels will be timed on."""
-    op_policy: str = "strict"
+    op_policy: Literal["strict", "partial"] = "strict"
     """`strict` or `partial` (see OP_POLICY_RULES)."""
     token_budget: int = 8192
     """Most prompt tokens; the oldest attempts are dropped first to stay under it (Kevin-32B: 8k prompts)."""
-    language: str = ""
+    language: Literal["", "cuda", "triton", "cpp"] = ""
     """Kernel language asked for: `cuda`, `triton` or `cpp` (LANGUAGES); empty: the device's own (`cuda` on
     cuda, `cpp` on cpu)."""
-    style: str = "full"
+    style: Literal["full", "compact"] = "full"
     """`full`: system message, rules, answer format and a worked example (~1,000 tokens before the task).
     `compact`: no system message, the task source and one line of instructions, earlier attempts as
     the model's summary, the code and the harness's feedback only. For tiny models that must memorise their answers on a CPU: the full

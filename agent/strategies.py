@@ -10,13 +10,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Literal, Sequence, get_args
 
 from agent.episode import EpisodeRunner, Job
 from agent.trajectory import Trajectory
 from kernelbench.tasks.task import Task
 
-STRATEGIES = ("parallel", "beam")
+Strategy = Literal["parallel", "beam"]
+STRATEGIES = get_args(Strategy)
 
 
 @dataclass(frozen=True)

@@ -89,38 +89,29 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def config_from(args: argparse.Namespace, **changes):
-    from agent.policy import SamplingConfig
-    from agent.prompts import PromptSettings
+    """The run's `BenchConfig`: the flags gathered into its fields and validated as a preset is
+    (`train.config.validate`), so a bad value names its key; `changes` (a sweep's largest grid point) last."""
     from cli import checks
     from evals.runner import BenchConfig
-    from kernelbench.executors.executor import ExecutorConfig
-    from kernelbench.harness.config import EvalConfig
+    from train.config import ConfigError, validate
 
     checks.positive(args.limit, "--limit")
-    cfg = BenchConfig(tasks=args.tasks, level=args.level, limit=args.limit or 0, backend=args.backend, model=args.model,
-                      base_url=args.base_url, from_dir=args.from_dir, trajectories=args.trajectories, turns=args.turns,
-                      streaming_turns=not args.lockstep_turns, device=args.device, size=args.size, out=args.out,
-                      resume=args.resume, op_policy=args.op_policy,
-                      sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens,
-                                              seed=args.seed),
-                      prompt=PromptSettings(hardware=args.hardware, language=args.language),
-                      eval=EvalConfig(timing_trials=args.timing_trials, build_cache_dir=args.build_cache,
-                                      profile=args.profile),
-                      executor=ExecutorConfig(kind=args.executor, ray_address=args.ray_address,
-                                              compile_workers=args.compile_workers, run_workers=args.run_workers,
-                                              max_in_flight=args.max_in_flight),
-                      compile_baseline=not args.no_compile_baseline, refresh_baselines=args.refresh_baselines,
-                      baseline_cache=args.baseline_cache, price_in=args.price_in, price_out=args.price_out,
-                      report_to=args.report_to)
-    if cfg.price_in < 0 or cfg.price_out < 0:
-        raise UsageError("--price-in and --price-out must be at least 0")
-    if cfg.trajectories < 1 or cfg.turns < 1:
-        raise UsageError("--trajectories and --turns must be at least 1")
-    if cfg.executor.max_in_flight < 0:
-        raise UsageError("--max-in-flight must be at least 0")
-    from dataclasses import replace
-
-    return replace(cfg, **changes)
+    values = dict(tasks=args.tasks, level=args.level, limit=args.limit or 0, backend=args.backend, model=args.model,
+                  base_url=args.base_url, from_dir=args.from_dir, trajectories=args.trajectories, turns=args.turns,
+                  streaming_turns=not args.lockstep_turns, device=args.device, size=args.size, out=args.out,
+                  resume=args.resume, op_policy=args.op_policy,
+                  sampling=dict(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed),
+                  prompt=dict(hardware=args.hardware, language=args.language),
+                  eval=dict(timing_trials=args.timing_trials, build_cache_dir=args.build_cache, profile=args.profile),
+                  executor=dict(kind=args.executor, ray_address=args.ray_address, compile_workers=args.compile_workers,
+                                run_workers=args.run_workers, max_in_flight=args.max_in_flight),
+                  compile_baseline=not args.no_compile_baseline, refresh_baselines=args.refresh_baselines,
+                  baseline_cache=args.baseline_cache, price_in=args.price_in, price_out=args.price_out,
+                  report_to=args.report_to)
+    try:
+        return validate(BenchConfig, {**values, **changes}, "command line", "bench")
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
 
 
 def check_before_work(cfg) -> None:

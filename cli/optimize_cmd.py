@@ -62,37 +62,34 @@ def run(args: argparse.Namespace) -> int:
     from cli.main import UsageError
     from agent.openai_backend import OpenAIError
     from agent.optimize import OptimizeConfig, optimize
-    from agent.policy import SamplingConfig
-    from agent.prompts import PromptSettings
-    from kernelbench.executors.executor import ExecutorConfig
-    from kernelbench.harness.config import EvalConfig
     from kernelbench.tasks.task_file import TaskFileError
+    from train.config import ConfigError, validate
 
-    for name in ("trajectories", "turns", "rounds", "beam_keep", "max_tokens", "compile_workers", "run_workers"):
+    for name in ("max_tokens", "compile_workers", "run_workers"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-    if args.max_in_flight < 0:
-        raise UsageError("--max-in-flight must be at least 0")
-    if args.price_in < 0 or args.price_out < 0:
-        raise UsageError("--price-in and --price-out must be at least 0")
     if args.backend == "openai" and not args.base_url:
         raise UsageError("--backend openai needs --base-url")
     if args.backend in ("hf", "vllm") and not args.model:
         raise UsageError(f"--backend {args.backend} needs --model (a local checkpoint)")
+    if args.device is None:
+        import torch
+
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    try:  # the flags validated as a preset is (train.config.validate): a bad value names its key
+        config = validate(OptimizeConfig, dict(
+            file=args.file, out=args.out, backend=args.backend, model=args.model, base_url=args.base_url,
+            device=args.device, size=args.size, strategy=args.strategy, trajectories=args.trajectories,
+            turns=args.turns, rounds=args.rounds, streaming_turns=not args.lockstep_turns, beam_keep=args.beam_keep,
+            op_policy=args.op_policy,
+            sampling=dict(temperature=args.temperature, top_p=args.top_p, max_tokens=args.max_tokens, seed=args.seed),
+            prompt=dict(hardware=args.hardware, language=args.language), eval=dict(profile=args.profile),
+            executor=dict(kind=args.executor, ray_address=args.ray_address, compile_workers=args.compile_workers,
+                          run_workers=args.run_workers, max_in_flight=args.max_in_flight),
+            price_in=args.price_in, price_out=args.price_out), "command line", "optimize")
+    except ConfigError as e:
+        raise UsageError(str(e)) from None
     _check_before_work(args)
-    config = OptimizeConfig(file=args.file, out=args.out, backend=args.backend, model=args.model,
-                            base_url=args.base_url, device=args.device, size=args.size, strategy=args.strategy,
-                            trajectories=args.trajectories, turns=args.turns, rounds=args.rounds,
-                            streaming_turns=not args.lockstep_turns,
-                            beam_keep=args.beam_keep, op_policy=args.op_policy,
-                            sampling=SamplingConfig(temperature=args.temperature, top_p=args.top_p,
-                                                    max_tokens=args.max_tokens, seed=args.seed),
-                            prompt=PromptSettings(hardware=args.hardware, language=args.language),
-                            eval=EvalConfig(profile=args.profile),
-                            executor=ExecutorConfig(kind=args.executor, ray_address=args.ray_address,
-                                                    compile_workers=args.compile_workers,
-                                                    run_workers=args.run_workers, max_in_flight=args.max_in_flight),
-                            price_in=args.price_in, price_out=args.price_out)
     try:
         outcome = optimize(config)
     except TaskFileError as e:
@@ -128,10 +125,6 @@ def _check_before_work(args: argparse.Namespace) -> None:
     except TaskFileError as e:
         raise UsageError(str(e)) from None
     checks.out_folder(args.out)
-    if args.device is None:
-        import torch
-
-        args.device = "cuda" if torch.cuda.is_available() else "cpu"
     checks.device(args.device)
     checks.size_for(args.device, args.size or None)
     checks.language(args.device, args.language)

@@ -27,7 +27,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cli import checks
-    from train.config import SFTConfig, from_dict, load_config
+    from train.config import SFTConfig, load_config, updated
     from train.sft import main
 
     if args.config:
@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         if args.config or args.preset:
             config = load_config(SFTConfig, args.config or args.preset, "sft", overrides)
         else:
-            config = from_dict(SFTConfig, {k: v for k, v in overrides.items() if v is not None})
+            config = updated(SFTConfig(), overrides, "command line", "sft")
     except (ValueError, FileNotFoundError) as e:
         raise UsageError(str(e)) from e
     except Exception as e:

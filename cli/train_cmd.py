@@ -8,8 +8,6 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
-
 from cli.main import UsageError, add_executor_options
 
 
@@ -38,7 +36,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _load(kind, preset: str, section: str, overrides: dict | None = None):
-    """A config section, every way a preset file can be wrong turned into one line."""
+    """A config section with the flags given laid over it (None: not given; `train.config.updated`), every way
+    a preset file or a flag can be wrong turned into one line naming the file or flag's key."""
     from train.config import load_config
 
     try:
@@ -93,28 +92,22 @@ def run(args: argparse.Namespace) -> int:
         except (ValueError, FileNotFoundError) as e:
             raise UsageError(str(e)) from e
         return 0
-    config = _load(TrainConfig, preset, "train", {"steps": args.steps, "out": args.out, "model": args.model, "seed": args.seed,
-                                                  "executor.kind": args.executor, "executor.ray_address": args.ray_address,
-                                                  "executor.max_in_flight": args.max_in_flight,
-                                                  "prompt.language": args.language,
-                                                  "trackers": [args.report_to] if args.report_to else None})
     checks.positive(args.gpus, "--gpus")
-    if args.gpus:
-        config = replace(config, layout=replace(config.layout, gpus_per_node=args.gpus))
+    config = _load(TrainConfig, preset, "train", {"steps": args.steps, "out": args.out, "model": args.model, "seed": args.seed,
+                                                  "executor": {"kind": args.executor, "ray_address": args.ray_address,
+                                                               "max_in_flight": args.max_in_flight},
+                                                  "prompt": {"language": args.language},
+                                                  "layout": {"gpus_per_node": args.gpus or None},
+                                                  "trackers": [args.report_to] if args.report_to else None})
     if args.plan:
         return plan_of(config)
     from evals.tracking import TrackerError, require_tracker
-    from kernelbench.executors.executor import EXECUTORS
 
     try:
         for name in config.trackers:
             require_tracker(name)
     except TrackerError as e:
         raise UsageError(str(e)) from None
-
-    if config.executor.kind not in EXECUTORS or config.executor.max_in_flight < 0:
-        raise UsageError(f"executor.kind must be one of {', '.join(EXECUTORS)} (got {config.executor.kind!r}) "
-                         f"and executor.max_in_flight >= 0 (got {config.executor.max_in_flight})")
     checks.positive(config.steps, "steps")
     checks.out_folder(config.out, "out")
     checks.language(config.device, config.prompt.language)

@@ -16,8 +16,11 @@ import json
 import os
 import platform
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterable, Literal, get_args
+
+import pydantic.dataclasses
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationInfo, field_validator
 
 from agent.policy import SamplingConfig
 from agent.prompts import PromptSettings
@@ -25,27 +28,30 @@ from evals import baselines as bl
 from evals import replay
 from evals.results_log import BenchError, ResultsLog, make_record, record_key
 from kernelbench.executors.executor import ExecutorConfig
-from kernelbench.harness.config import EvalConfig
+from kernelbench.harness.config import Device, EvalConfig, OpPolicy
 from kernelbench.harness.result import EvalResult
 from kernelbench.tasks.task import Task
+from rewards.score import ScoreConfig
 
 SPLITS = ("train", "heldout", "extra", "all")
-BACKENDS = ("hf", "vllm", "openai", "replay")
+Backend = Literal["hf", "vllm", "openai", "replay"]
+BACKENDS = get_args(Backend)
 RESUME_KEYS = ("tasks", "level", "limit", "backend", "model", "from_dir", "device", "size", "op_policy")
 """Config fields a resumed run must share with the run it continues (trajectories and turns may grow)."""
 
 
-@dataclass(frozen=True)
+@pydantic.dataclasses.dataclass(frozen=True, config=ConfigDict(extra="forbid", validate_default=True))
 class BenchConfig:
-    """Everything `kernel-agent bench` was asked; saved resolved as DIR/config.json."""
+    """Everything `kernel-agent bench` was asked; saved resolved as DIR/config.json (pydantic's JSON dump, which
+    validates back into an equal config). Validated on construction: docs/architecture.md, "Configuration"."""
 
     tasks: str = "builtin:heldout"
     """`ORIGIN[:SPLIT][:level_N]` (see `parse_task_spec`)."""
     level: int = 0
     """Only tasks of this level (0: every level)."""
-    limit: int = 0
+    limit: int = Field(0, ge=0)
     """Only the first N tasks after filtering (0: all)."""
-    backend: str = "openai"
+    backend: Backend = "openai"
     """`hf`, `vllm`, `openai`, or `replay` (re-evaluate the kernels of `from_dir`, no model)."""
     model: str = ""
     """Model name or path for the backend."""
@@ -53,23 +59,23 @@ class BenchConfig:
     """Chat-completions endpoint for `openai`."""
     from_dir: str = ""
     """Earlier run folder whose kernels `replay` re-evaluates."""
-    trajectories: int = 16
+    trajectories: int = Field(16, ge=1)
     """N trajectories per task (Kevin-32B evaluates best@16)."""
-    turns: int = 8
+    turns: int = Field(8, ge=1)
     """T refinement turns per trajectory (Kevin-32B's test-time setting)."""
     streaming_turns: bool = True
     """A trajectory's next turn is generated as soon as its own verdict is back, batched with whatever else is
     ready (`agent.episode.EpisodeRunner`); False (`--lockstep-turns`): a task's trajectories advance turn by
     turn together, the earlier schedule."""
-    device: str = "cpu"
+    device: Device = "cpu"
     """`cpu` (C++ kernels) or `cuda`."""
-    size: str = ""
+    size: Literal["", "cpu", "gpu"] = ""
     """Task size (`cpu` or `gpu`); empty: `gpu` on cuda, `cpu` on cpu."""
     out: str = "runs/bench"
     """Output folder."""
     resume: bool = False
     """Continue the run in `out` instead of refusing to touch it."""
-    op_policy: str = ""
+    op_policy: OpPolicy = ""
     """`strict`, `partial`, or empty for each task's own policy."""
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     """Sampling (`agent.policy.SamplingConfig`: temperature, top_p, max_tokens, seed)."""
@@ -83,27 +89,41 @@ class BenchConfig:
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
     """Where evaluations run (`kernelbench.executors.executor.ExecutorConfig`: kind `local` or `ray`,
     ray_address, compile_workers, run_workers, max_in_flight)."""
+    score: ScoreConfig = field(default_factory=ScoreConfig)
+    """How a verdict becomes the score recorded with each turn (`rewards.ScoreConfig`: correctness_weight,
+    speedup_cap), as training scores it."""
     compile_baseline: bool = True
     """Report speedups against `torch.compile` too (cached per task/size/device/torch; see evals.baselines)."""
     refresh_baselines: bool = False
     """Measure the baselines again instead of reading the cache."""
     baseline_cache: str = ""
     """Baseline cache file; empty: `$KERNEL_AGENT_BASELINES` or ~/.cache/kernel-agent/baselines.json."""
-    price_in: float = 0.0
+    price_in: float = Field(0.0, ge=0)
     """USD per million prompt tokens (0 with price_out 0: no cost reported)."""
-    price_out: float = 0.0
+    price_out: float = Field(0.0, ge=0)
     """USD per million completion tokens (reasoning included)."""
-    report_to: str = ""
+    report_to: Literal["", "wandb", "trackio"] = ""
     """Also send metrics.json's scalars to `wandb` or `trackio` (empty: only the files)."""
 
-    def __post_init__(self) -> None:
-        # One place for the run's target: the nested settings take device, size and op policy from here.
-        object.__setattr__(self, "eval", replace(self.eval, device=self.device, size=self.resolved_size(),
-                                                 op_policy=self.op_policy))
-        object.__setattr__(self, "prompt", replace(self.prompt, device=self.device))
+    @field_validator("prompt", "eval")
+    @classmethod
+    def _target_from_config(cls, value: Any, info: ValidationInfo) -> Any:
+        """One place for the run's target: the nested settings take device, size and op policy from the fields
+        above (validated before them; a nested value of its own is overwritten)."""
+        if not {"device", "size", "op_policy"} <= info.data.keys():
+            return value  # one of them failed: its own error says so
+        if info.field_name == "prompt":
+            return replace(value, device=info.data["device"])
+        size = info.data["size"] or ("gpu" if info.data["device"] == "cuda" else "cpu")
+        return replace(value, device=info.data["device"], size=size, op_policy=info.data["op_policy"])
 
     def resolved_size(self) -> str:
         return self.size or ("gpu" if self.device == "cuda" else "cpu")
+
+
+def config_dict(config: BenchConfig) -> dict[str, Any]:
+    """Every field of `config` as JSON values (pydantic's dump): config.json's `bench`."""
+    return TypeAdapter(BenchConfig).dump_python(config, mode="json")
 
 
 def parse_task_spec(spec: str) -> tuple[str, str, int]:
@@ -184,7 +204,7 @@ def write_config(config: BenchConfig, tasks: list[Task], extra: dict[str, Any] |
     from kernelbench.harness.insight import telemetry
 
     torch_v, cuda_v = telemetry.versions()
-    doc = {"bench": asdict(config),
+    doc = {"bench": config_dict(config),
            "tasks": [{"id": t.id, "level": t.level, "origin": t.origin} for t in tasks],
            "environment": {"device_name": telemetry.read(config.device).device_name, "torch_version": torch_v,
                            "cuda_version": cuda_v, "python": platform.python_version(), "host": platform.node()},
@@ -210,11 +230,12 @@ def load_baselines(config: BenchConfig, tasks: list[Task], say: Callable[[str], 
     return found
 
 
-def resume_jobs(tasks: list[Task], trajectories: int, turns: int, done: list[dict[str, Any]]):
-    """(job, turns still to run) for every trajectory that is not finished, with its finished turns as history."""
+def resume_jobs(tasks: list[Task], trajectories: int, turns: int, done: list[dict[str, Any]],
+                score: ScoreConfig = ScoreConfig()):
+    """(job, turns still to run) for every trajectory that is not finished, with its finished turns as history
+    (each scored under `score`, the run's settings)."""
     from agent.episode import Job
     from agent.trajectory import Turn
-    from rewards import ScoreConfig
 
     have: dict[tuple[str, str], dict[int, dict[str, Any]]] = defaultdict(dict)
     for rec in done:
@@ -228,7 +249,7 @@ def resume_jobs(tasks: list[Task], trajectories: int, turns: int, done: list[dic
                 history.append(Turn(index=len(history), prompt=[], response=rec.get("response", ""),
                                     reasoning=rec.get("reasoning", ""), summary=rec.get("summary", ""),
                                     candidate=rec.get("candidate", ""), result=(r := EvalResult.from_dict(rec["result"])),
-                                    score=ScoreConfig().score(r)))
+                                    score=score.score(r)))
             if len(history) < turns:
                 yield Job(task=task, traj_id=str(i), history=tuple(history)), turns - len(history)
 
@@ -259,11 +280,11 @@ def run_agent(config: BenchConfig, tasks: list[Task], done: list[dict[str, Any]]
         log.append(rec)
         on_record(rec)
 
-    for (remaining, policy_name), jobs in group_jobs(resume_jobs(tasks, config.trajectories, config.turns, done),
+    for (remaining, policy_name), jobs in group_jobs(resume_jobs(tasks, config.trajectories, config.turns, done, config.score),
                                                      config.op_policy).items():
         settings = replace(config.prompt, hardware=hardware, op_policy=policy_name)
         runner = EpisodeRunner(policy, evaluator, turns=remaining, sampling=config.sampling, prompt_settings=settings,
-                               on_turn=on_turn, streaming=config.streaming_turns)
+                               on_turn=on_turn, streaming=config.streaming_turns, score=config.score.score)
         runner.run(jobs)
 
 
@@ -378,11 +399,11 @@ def run_bench(config: BenchConfig, policy=None, say: Callable[[str], None] = pri
     metrics["expected_kernels"] = len(tasks) * config.trajectories * config.turns
     with open(os.path.join(config.out, "metrics.json"), "w", encoding="utf-8") as f:
         json.dump(metrics, f, indent=1, sort_keys=True)
-    write_report(config.out, metrics, records, config=asdict(config))
+    write_report(config.out, metrics, records, config=config_dict(config))
     if config.report_to:
         from evals.tracking import report_metrics
 
-        report_metrics(config.report_to, metrics, asdict(config), config.out)
+        report_metrics(config.report_to, metrics, config_dict(config), config.out)
     return BenchOutcome(config.out, metrics, len(new))
 
 

@@ -8,26 +8,24 @@ for intermediate steps (it compiled, it ran) were over-optimised, so nothing sho
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass
 
 from kernelbench.harness.result import CORRECT, HARNESS_ERROR, EvalResult
 
-@dataclass(frozen=True)
-class ScoreConfig:
-    """How an `EvalResult` becomes a scalar score."""
 
-    correctness_weight: float = 0.3
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+class ScoreConfig:
+    """How an `EvalResult` becomes a scalar score: the `score` section of `train` and `bench`. Validated on
+    construction (a negative or non-finite weight, a cap <= 0: ValueError naming the field)."""
+
+    correctness_weight: float = Field(0.3, ge=0, allow_inf_nan=False)
     """Bonus for any correct kernel, added to its speedup (Kevin-32B's 0.3; 1.0 and 0 both plateaued there)."""
-    speedup_cap: float | None = None
+    speedup_cap: float | None = Field(None, gt=0)
     """Largest speedup that counts; None for no cap. Kevin-32B did not cap. Speedups above the harness's
     suspicion threshold are re-verified by the harness and stored re-measured (flag `suspicious_speedup`),
     so the score takes the stored speedup as it is; a cap is for runs that want to bound the reward's scale."""
-
-    def __post_init__(self) -> None:
-        if not math.isfinite(self.correctness_weight) or self.correctness_weight < 0:
-            raise ValueError(f"correctness_weight must be finite and >= 0, got {self.correctness_weight}")
-        if self.speedup_cap is not None and not self.speedup_cap > 0:
-            raise ValueError(f"speedup_cap must be > 0 or None, got {self.speedup_cap}")
 
     def score(self, result: EvalResult) -> float | None:
         """`kernel_score` under this config."""

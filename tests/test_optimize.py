@@ -104,7 +104,7 @@ def test_optimize_writes_the_fast_kernel_as_best(tmp_path):
     assert [t.result.status for t in outcome.trajectories[0].turns] == EXPECTED
     best = (out / "best.py").read_text()
     assert FAST_SRC.strip() in best and SLOW_SRC.strip() not in best
-    assert json.loads((out / "config.json").read_text())["size"] == "cpu"
+    assert json.loads((out / "config.json").read_text())["eval"]["size"] == "cpu"  # the resolved size
     assert len((out / "trajectories.jsonl").read_text().splitlines()) == 1
     # Nothing correct: no best.py (a stale one is removed) and the report says so.
     with ChatServer([SCRIPT[0]]) as srv:

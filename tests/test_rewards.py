@@ -90,10 +90,10 @@ def test_invalid_speedup_on_a_correct_result_is_a_fault(bad):
 
 
 def test_a_training_run_sets_its_score_from_its_config():
-    from train.config import TrainConfig, from_dict
+    from train.config import TrainConfig, validate
     from train.multiturn_rollout import scoring_of
 
-    config = from_dict(TrainConfig, {"correctness_weight": 0.5, "speedup_cap": 2})
+    config = validate(TrainConfig, {"score": {"correctness_weight": 0.5, "speedup_cap": 2}}, "test")
     assert scoring_of(config).score(result(CORRECT, speedup=5.0)) == pytest.approx(2.5)
     assert scoring_of(TrainConfig()).score(result(CORRECT, speedup=5.0)) == pytest.approx(5.3)
 

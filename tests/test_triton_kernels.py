@@ -181,7 +181,7 @@ def test_language_flag_reaches_the_run_configs():
     assert parser.parse_args(["train", "--preset", "cpu-tiny"]).language is None  # the preset's value stays
     from train.config import TrainConfig, load_config
 
-    assert load_config(TrainConfig, "cpu-tiny", "train", {"prompt.language": "triton"}).prompt.language == "triton"
+    assert load_config(TrainConfig, "cpu-tiny", "train", {"prompt": {"language": "triton"}}).prompt.language == "triton"
     from agent.optimize import OptimizeConfig
     from agent.prompts import PromptSettings
 

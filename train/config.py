@@ -1,42 +1,56 @@
 """Configs of the training commands: one frozen dataclass per command, loaded from preset files.
 
-A preset is a YAML (or JSON) file under `configs/` whose first line is a comment naming the command that
-launches it. It holds one section per command (`sft:`, `train:`, `pipeline:`); each section's keys are the
-fields below, and unknown keys are errors so that a typo never silently falls back to a default. The settings
-train, bench and optimize share are one dataclass each, nested under one name in every command's config:
+Each config is a pydantic dataclass (docs/architecture.md, "Configuration"): constructing one validates it,
+modes are `Literal` types, and `dataclasses.replace` validates the result again. A preset is a YAML (or JSON)
+file under `configs/` whose first line is a comment naming the command that launches it. It holds one
+section per command (`sft:`, `train:`, `pipeline:`: `Preset`), validated strictly as a whole: an unknown key
+or a value of the wrong type is a `ConfigError` naming the file and the key's path
+(`train.sampling.temprature`), so that a typo never silently falls back to a default. The settings train,
+bench and optimize share are one dataclass each, nested under one name in every command's config:
 `sampling` (agent.policy.SamplingConfig), `prompt` (agent.prompts.PromptSettings), `eval`
-(kernelbench.harness.config.EvalConfig) and `executor` (kernelbench.executors.executor.ExecutorConfig); in
-a preset they are sub-sections (`eval: {timing_trials: 20}`). A flat name of before (`max_new_tokens`) is
-an error that names its new place (`sampling.max_tokens`). The
-resolved config (every field, defaults included) is saved beside each run's outputs as `config.json`.
+(kernelbench.harness.config.EvalConfig), `executor` (kernelbench.executors.executor.ExecutorConfig) and
+`score` (rewards.ScoreConfig); in a preset they are sub-sections (`eval: {timing_trials: 20}`). A flat name
+of before (`max_new_tokens`) is an error that names its new place (`sampling.max_tokens`: `RENAMED`). The
+resolved config (every field, defaults included: pydantic's JSON dump) is saved beside each run's outputs as
+`config.json`, and validates back into an equal config.
 
 Defaults follow Kevin-32B (arXiv 2507.11948) wherever it states a number; DESIGN.md "Training defaults".
 """
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import json
 import os
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
+
+from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator
+from pydantic.dataclasses import dataclass
 
 from agent.policy import SamplingConfig
 from agent.prompts import PromptSettings
 from kernelbench.executors.executor import ExecutorConfig
 from kernelbench.harness.config import EvalConfig
+from rewards.score import ScoreConfig
 from train.layout import LayoutConfig
 
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
-LOSS_NORMS = ("dr_grpo", "grpo", "dapo")
-IS_MODES = ("token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
-VLLM_MODES = ("colocate", "server")
+STRICT = ConfigDict(extra="forbid")
+"""Every config: unknown fields are errors. Presets, flags and config.json are validated in strict mode on top
+(`validate`): a quoted number or a `yes` for a count is an error, not a conversion."""
+Device = Literal["cpu", "cuda"]
+Dtype = Literal["float32", "bfloat16"]
+"""train/precision.py's DTYPES."""
+LossNorm = Literal["dr_grpo", "grpo", "dapo"]
+ISMode = Literal["token_truncate", "token_mask", "sequence_truncate", "sequence_mask"]
+VLLMMode = Literal["colocate", "server"]
 FULL_FT_RL_RATE = 2e-6
 """Kevin-32B's RL learning rate (full fine-tuning; arXiv 2507.11948): the base of the LoRA rule."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=STRICT)
 class SFTConfig:
     """`kernel-agent sft`: supervised warm start on solution trajectories (TRL's SFTTrainer)."""
 
@@ -63,7 +77,7 @@ class SFTConfig:
     tasks: tuple[str, ...] = ()
     """Task ids to take solutions for (e.g. `L1/03_silu`); empty: every task with a solution (with
     `family:NAME`: the family's training tasks)."""
-    solution_kinds: tuple[str, ...] = ("cpu", "cpu_slow")
+    solution_kinds: tuple[Literal["cpu", "cpu_slow", "cuda"], ...] = ("cpu", "cpu_slow")
     """Solution folders to draw from (`cpu`, `cpu_slow`, `cuda`); a task with two kinds gets both."""
     slow_copies: int = 1
     """Copies of each `cpu_slow` answer in the solutions data. A memoriser splits its probability by how often
@@ -73,9 +87,9 @@ class SFTConfig:
     """From trajectories: keep only turns the harness judged correct."""
     min_speedup: float = 0.0
     """From trajectories: keep only correct turns at least this fast (1.0: only kernels faster than eager)."""
-    device: str = "cpu"
+    device: Device = "cpu"
     """Where the model trains (`cpu` or `cuda`), and which kernels the prompts ask for."""
-    dtype: str = "float32"
+    dtype: Dtype = "float32"
     """`float32`, or `bfloat16`: on a GPU, bf16 autocast over fp32 master weights (a LoRA base stays bf16,
     frozen; train/precision.py)."""
     lora_rank: int = 0
@@ -87,7 +101,7 @@ class SFTConfig:
     """Recompute activations in the backward pass (long examples of a large model on one GPU)."""
     hardware: str = "CPU (one thread)"
     """Hardware named in the prompts (must match what training and benchmarks will say)."""
-    prompt_style: str = "full"
+    prompt_style: Literal["full", "compact"] = "full"
     """`full` or `compact` prompts (agent.prompts.PromptSettings.style); must match the RL run's."""
     compact_solutions: bool = False
     """Answers are the solution files without the module docstring and C++ comments (the same code, about
@@ -102,7 +116,7 @@ class SFTConfig:
     """Steps averaged for the early-stop test."""
     learning_rate: float = 2e-3
     """AdamW learning rate (2e-3 memorises the tiny model; use ~1e-5 for real checkpoints)."""
-    lr_schedule: str = "constant"
+    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
     """`constant`, or `linear` / `cosine` decay to 0 at `max_steps` (transformers scheduler names). A tiny
     model memorising at 3e-3 keeps jumping back up (loss 0.01 -> 0.15 in one step, measured); a decay
     lets it settle below the target instead."""
@@ -127,7 +141,7 @@ class SFTConfig:
     """Output folder: the model and tokenizer (loadable by the hf backend), config.json, log.jsonl."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=ConfigDict(extra="forbid", validate_default=True))
 class TrainConfig:
     """`kernel-agent train`: multi-turn GRPO with the harness in the loop."""
 
@@ -145,30 +159,26 @@ class TrainConfig:
     """Refinement turns per trajectory in training (Kevin-32B: 4; 8 at test time)."""
     gamma: float = 0.4
     """Discount of later turns' scores in a turn's return (Kevin-32B: 0.4 with sum)."""
-    return_mode: str = "sum"
+    return_mode: Literal["sum", "max"] = "sum"
     """`sum` or `max` aggregation of later scores (Kevin-32B: max with gamma 0.8 did better with fewer turns)."""
-    advantage_scale: str = "std"
+    advantage_scale: Literal["std", "none"] = "std"
     """`std`: (R - mean) / std over a task's samples (Kevin-32B); `none`: R - mean (Dr. GRPO)."""
-    correctness_weight: float = 0.3
-    """Score bonus of a correct kernel, added to its speedup (Kevin-32B: 0.3)."""
-    speedup_cap: float | None = None
-    """Largest speedup a score counts (`rewards.ScoreConfig.speedup_cap`); None: no cap (Kevin-32B did not cap)."""
-    eps_low: float = 0.2
+    eps_low: float = Field(0.2, ge=0, lt=1)
     """Lower clip of the probability ratio (Kevin-32B: 0.2; TRL: `epsilon`)."""
-    eps_high: float = 0.28
+    eps_high: float = Field(0.28, ge=0)
     """Upper clip of the ratio, wider to keep exploring (Kevin-32B, DAPO: 0.28; TRL: `epsilon_high`)."""
     kl_coef: float = 0.0
     """KL penalty against the starting policy (Kevin-32B: 0; 0.001/0.01 slowed learning without stopping junk;
     TRL: `beta`)."""
-    loss_norm: str = "dr_grpo"
+    loss_norm: LossNorm = "dr_grpo"
     """Token-loss normalisation: `dr_grpo` (sum / (sequences × max_new_tokens), Kevin-32B's choice),
     `grpo` (mean per sequence, then over sequences), `dapo` (sum / tokens in the batch). TRL: `loss_type`."""
-    grad_steps_per_batch: int = 2
+    grad_steps_per_batch: int = Field(2, ge=1)
     """Optimizer steps per batch: the batch is split into this many mini-batches (Kevin-32B: 2). TRL:
     `steps_per_generation` = this × `gradient_accumulation_steps`."""
-    iterations_per_batch: int = 1
+    iterations_per_batch: int = Field(1, ge=1)
     """Passes over each batch (TRL: `num_iterations`; Kevin-32B: 1)."""
-    micro_batch_size: int = 4
+    micro_batch_size: int = Field(4, ge=1)
     """Samples per forward/backward pass (TRL: `per_device_train_batch_size`; gradient accumulation fills a
     mini-batch). A rank's samples per batch must be a multiple of this × `grad_steps_per_batch`."""
     learning_rate: float = 2e-6
@@ -180,20 +190,20 @@ class TrainConfig:
     TRL: `max_grad_norm`)."""
     weight_decay: float = 0.0
     """AdamW weight decay."""
-    optimizer: str = "adamw"
+    optimizer: Literal["adamw", "sgd"] = "adamw"
     """`adamw` (Kevin-32B; TRL `optim` adamw_torch) or `sgd`. SGD for a memorised tiny policy: its update is
     proportional to the gradient, so tokens the model is sure of (gradient ~0) stay put and only the
     contested choice moves; AdamW rescales those near-zero gradients to full-size steps, and at lr 3e-4 ten
     steps turned most answers of the cpu-tiny warm start into unparseable or uncompilable text (measured)."""
-    is_mode: str = "token_truncate"
+    is_mode: ISMode = "token_truncate"
     """vLLM only: importance-sampling correction between vLLM's and the trainer's log-probabilities
     (TRL `vllm_importance_sampling_mode`: token_truncate, token_mask, sequence_truncate, sequence_mask)."""
     is_cap: float = 2.0
     """Cap of that importance weight (TRL: `vllm_importance_sampling_clip_max`)."""
-    backend: str = "hf"
+    backend: Literal["hf", "vllm"] = "hf"
     """Rollout generation: `hf` (transformers `generate` on the trainer's own weights; CPU, or one GPU) or
     `vllm` (TRL's vLLM integration: weights synced each step, LoRA merged first, prefix cache reset)."""
-    vllm_mode: str = "colocate"
+    vllm_mode: VLLMMode = "colocate"
     """`colocate` (vLLM inside each training process, sharing its GPU) or `server` (`trl vllm-serve` on
     separate GPUs; see the 32B preset)."""
     vllm_gpu_memory_utilization: float = 0.3
@@ -209,9 +219,9 @@ class TrainConfig:
     """Server mode: port of `trl vllm-serve`."""
     gradient_checkpointing: bool = False
     """Recompute activations in the backward pass (memory for time; on for 8B/32B on GPU, off on CPU)."""
-    device: str = "cpu"
+    device: Device = "cpu"
     """Where the trainer runs and which kernels are asked for (`cpu`: C++ kernels; `cuda`: CUDA kernels)."""
-    dtype: str = "float32"
+    dtype: Dtype = "float32"
     """`float32`, or `bfloat16`: on a GPU, bf16 autocast over fp32 master weights, so updates of ~1e-5 are not
     rounded away (a LoRA base stays bf16, frozen; train/precision.py)."""
     lora_rank: int = 0
@@ -236,6 +246,10 @@ class TrainConfig:
     """Where the harness evaluates rollouts (`kernelbench.executors.executor.ExecutorConfig`): `kind` (`local`
     or `ray`, docs/cluster.md), `ray_address`, `compile_workers`, `run_workers` (one per GPU; one on CPU so
     timings do not collide), `max_in_flight` (0: no bound)."""
+    score: ScoreConfig = field(default_factory=ScoreConfig)
+    """How a verdict becomes a turn's score (`rewards.ScoreConfig`): `correctness_weight` (the bonus of a correct
+    kernel, added to its speedup; Kevin-32B: 0.3) and `speedup_cap` (largest speedup a score counts; None: no
+    cap, as Kevin-32B)."""
     layout: LayoutConfig = field(default_factory=LayoutConfig)
     """Which GPUs of each node train, generate and time candidates (`train.layout.LayoutConfig`):
     `gpus_per_node`, `nodes`, `eval_gpus`, `vllm_server_gpus`, `sharding`, `gpu_memory_gib`,
@@ -273,7 +287,7 @@ class TrainConfig:
     """Most held-out tasks per evaluation (0: all)."""
     tensorboard: bool = True
     """Also write metrics as TensorBoard scalars under `tb/`."""
-    trackers: tuple[str, ...] = ()
+    trackers: tuple[Literal["wandb", "trackio"], ...] = ()
     """Optional extra trackers: `wandb`, `trackio` (imported only when named)."""
     torch_threads: int = 0
     """torch intra-op threads of the trainer and the hf rollout (0: torch's default; 1 on small CPUs)."""
@@ -282,8 +296,12 @@ class TrainConfig:
     out: str = "runs/train"
     """Output folder: config.json, metrics.jsonl, tb/, trajectories/, checkpoints/, final/."""
 
-    def __post_init__(self) -> None:
-        align_device(self)
+    @field_validator("prompt", "eval")
+    @classmethod
+    def _device_from_config(cls, value: Any, info: ValidationInfo) -> Any:
+        """The nested sections take the config's `device` (validated before them: fields validate in order); one
+        place sets it, and a section's own `device` is overwritten."""
+        return replace(value, device=info.data["device"]) if "device" in info.data else value
 
     @property
     def samples_per_task(self) -> int:
@@ -291,7 +309,7 @@ class TrainConfig:
         return self.trajectories * self.turns
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=STRICT)
 class PipelineConfig:
     """`kernel-agent train --pipeline`: SFT warm start, RL, held-out bench and a report, in one folder."""
 
@@ -313,104 +331,92 @@ class PipelineConfig:
     the cache) and the two second answers on every probe task (the refinement probe's real feedback)."""
 
 
-C = TypeVar("C")
-
-RENAMED = {TrainConfig: {"temperature": "sampling.temperature", "max_new_tokens": "sampling.max_tokens",
+RENAMED = {"temperature": "sampling.temperature", "max_new_tokens": "sampling.max_tokens",
            "prompt_token_budget": "prompt.token_budget", "prompt_style": "prompt.style",
            "hardware": "prompt.hardware", "language": "prompt.language", "eval_size": "eval.size",
            "eval_timing_trials": "eval.timing_trials", "eval_correctness_trials": "eval.correctness_trials",
            "eval_warmup_trials": "eval.warmup_trials", "eval_extra_distribution_trials": "eval.extra_distribution_trials",
            "build_cache_dir": "eval.build_cache_dir", "compile_workers": "executor.compile_workers",
            "run_workers": "executor.run_workers", "ray_address": "executor.ray_address",
-           "max_in_flight": "executor.max_in_flight"}}
-"""TrainConfig's flat names of before and their nested places: a preset that still uses one fails, naming it."""
-DERIVED = {("prompt", "device"): "device", ("eval", "device"): "device"}
-"""Nested fields a config fills from one of its own top-level fields (one place to set them)."""
+           "max_in_flight": "executor.max_in_flight", "correctness_weight": "score.correctness_weight",
+           "speedup_cap": "score.speedup_cap"}
+"""TrainConfig's flat names of before and their nested places: a preset that still uses one fails (an unknown
+key, as any other) with its new place in the message (`_describe`)."""
 
 
-def align_device(config: Any) -> None:
-    """Set the nested configs' `device` from the config's own (`DERIVED`), once, at construction."""
-    for (section, key), source in DERIVED.items():
-        nested = getattr(config, section, None)
-        if nested is not None and getattr(nested, key) != getattr(config, source):
-            object.__setattr__(config, section, replace(nested, **{key: getattr(config, source)}))
+@dataclass(frozen=True, config=STRICT)
+class Preset:
+    """A preset file: one section per command, each validated as that command's config."""
+
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    """`kernel-agent sft` (and the warm start of `train`)."""
+    train: TrainConfig = field(default_factory=TrainConfig)
+    """`kernel-agent train`."""
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
+    """`kernel-agent train --pipeline`."""
 
 
-def _coerce(cls: type, key: str, value: Any) -> Any:
-    default = {f.name: f for f in fields(cls)}[key]
-    if isinstance(value, list):
-        return tuple(value)
-    if default.type in ("float",) and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    return value
+C = TypeVar("C")
 
 
-def _nested_default(cls: type, key: str) -> Any:
-    """The default of field `key` when it is a nested settings dataclass, else None."""
-    value = _default(cls, key)
-    return value if is_dataclass(value) else None
+class ConfigError(ValueError):
+    """A preset, a flag or a config.json that does not validate; the message names the source and the path of
+    each key at fault (`configs/x.yaml: train.sampling.temprature: unknown setting`)."""
 
 
-def _default(cls: type, key: str) -> Any:
-    f = {f.name: f for f in fields(cls)}[key]
-    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+@functools.cache
+def _adapter(cls: type) -> TypeAdapter:
+    return TypeAdapter(cls)
 
 
-def _nested(cls: type, key: str, default: Any, data: Any, top: dict[str, Any]) -> Any:
-    if is_dataclass(data):
-        return data
-    if not isinstance(data, dict):
-        raise ValueError(f"{cls.__name__}.{key} is a section of settings ({type(default).__name__}), "
-                         f"e.g. `{key}: {{{fields(default)[0].name}: ...}}`; got {data!r}")
-    known = {f.name for f in fields(default)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"unknown {cls.__name__}.{key} field(s): {', '.join(unknown)}")
-    for k in sorted(data):
-        source = DERIVED.get((key, k))
-        if source and data[k] != top.get(source, _default(cls, source)):
-            raise ValueError(f"{cls.__name__}.{key}.{k} is set from `{source}` ({top.get(source, _default(cls, source))!r}), "
-                             f"got {data[k]!r}: set `{source}` instead")
-    return replace(default, **{k: _coerce(type(default), k, v) for k, v in data.items()})
-
-
-def from_dict(cls: type[C], data: dict[str, Any] | None) -> C:
-    """Build `cls` from a mapping (nested settings as sub-mappings); unknown keys raise ValueError naming
-    them, and a flat name of before names its new place."""
-    data = dict(data or {})
-    known = {f.name for f in fields(cls)}
-    renamed = RENAMED.get(cls, {})
-    moved = sorted(k for k in data if k not in known and k in renamed)
-    if moved:
-        section, name = renamed[moved[0]].split(".")
-        raise ValueError(f"{cls.__name__}: " + "; ".join(f"`{k}` is now `{renamed[k]}`" for k in moved)
-                         + f" (nested: `{section}: {{{name}: ...}}`)")
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"unknown {cls.__name__} field(s): {', '.join(unknown)}")
-    values = {}
-    for k, v in data.items():
-        default = _nested_default(cls, k)
-        values[k] = _nested(cls, k, default, v, data) if default is not None else _coerce(cls, k, v)
-    return cls(**values)
-
-
-def merge(values: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """`values` with `overrides` applied; a dotted key (`executor.kind`) sets one field of a section. None
-    values are skipped (a command-line flag that was not given)."""
-    out = {k: dict(v) if isinstance(v, dict) else v for k, v in values.items()}
-    for key, value in overrides.items():
-        if value is None:
-            continue
-        section, _, name = key.partition(".")
-        if name:
-            out.setdefault(section, {})
-            if not isinstance(out[section], dict):
-                raise ValueError(f"`{section}` is a section of settings, got {out[section]!r}")
-            out[section][name] = value
+def _describe(error: ValidationError, source: str, prefix: str = "") -> str:
+    """pydantic's errors as one line: each key's dotted path and what is wrong with its value; a flat name of
+    before (`RENAMED`) names its new place."""
+    parts = []
+    for e in error.errors():
+        key = ".".join([prefix] * bool(prefix) + [str(p) for p in e["loc"]])
+        old = key.removeprefix("train.")
+        if e["type"] in ("unexpected_keyword_argument", "extra_forbidden") and key.startswith("train.") and old in RENAMED:
+            section, name = RENAMED[old].split(".")
+            what = f"`{old}` is now `{RENAMED[old]}` (nested: `{section}: {{{name}: ...}}`)"
+        elif e["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
+            what = "unknown setting"
+        elif e["type"] == "value_error":
+            what = str(e["ctx"]["error"])
         else:
-            out[key] = value
-    return out
+            shown = e["input"] if not isinstance(e["input"], dict) else "a section"
+            what = f"{e['msg']} (got {shown!r})"
+        parts.append(f"{key}: {what}" if key else what)
+    return f"{source}: " + "; ".join(parts)
+
+
+def validate(cls: type[C], data: Any, source: str, prefix: str = "") -> C:
+    """`data` (a preset, flags gathered into a dict, a config.json's `config`) as `cls`, validated in pydantic's
+    strict mode on its JSON form (YAML and flags give JSON types): unknown keys, mistyped values and modes
+    outside their `Literal` raise `ConfigError` naming `source` and each key's path under `prefix`."""
+    try:
+        return _adapter(cls).validate_json(json.dumps(data, default=str), strict=True)
+    except ValidationError as e:
+        raise ConfigError(_describe(e, source, prefix)) from None
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """Every field (nested settings as nested dicts, tuples as lists): pydantic's JSON dump, what `validate` reads back."""
+    return _adapter(type(config)).dump_python(config, mode="json")
+
+
+def updated(config: C, changes: dict[str, Any], source: str = "command line", prefix: str = "") -> C:
+    """`config` with `changes` applied, validated again as a whole (`validate`: a bad value names its key). A
+    change to a section is a dict of its fields (`{"executor": {"kind": "ray"}}`) laid over the section's
+    values, so a section keeps the values its command gives it by default (train samples 16k tokens where
+    `SamplingConfig` says 4k); None is no change (a flag that was not given)."""
+    return validate(type(config), _laid_over(to_dict(config), changes), source, prefix)
+
+
+def _laid_over(values: Any, changes: Any) -> Any:
+    if not isinstance(values, dict) or not isinstance(changes, dict):
+        return values if changes is None else changes
+    return {**values, **{k: _laid_over(values.get(k), v) for k, v in changes.items() if v is not None}}
 
 
 def preset_path(name_or_path: str) -> Path:
@@ -421,8 +427,8 @@ def preset_path(name_or_path: str) -> Path:
     return CONFIGS_DIR / f"{name_or_path}.yaml"
 
 
-def load_sections(name_or_path: str) -> dict[str, dict[str, Any]]:
-    """The sections of a preset file (`sft`, `train`, `pipeline`), each a dict of field values."""
+def load_sections(name_or_path: str) -> dict[str, Any]:
+    """A preset file as written (YAML or JSON), not yet validated; an empty section reads as `{}`."""
     path = preset_path(name_or_path)
     if not path.is_file():
         names = sorted(p.stem for p in CONFIGS_DIR.glob("*.yaml"))
@@ -434,26 +440,28 @@ def load_sections(name_or_path: str) -> dict[str, dict[str, Any]]:
         import yaml
 
         data = yaml.safe_load(text) or {}
-    bad = sorted(set(data) - {"sft", "train", "pipeline"})
-    if bad:
-        raise ValueError(f"{path}: unknown section(s) {', '.join(bad)} (expected sft, train, pipeline)")
-    return {k: dict(v or {}) for k, v in data.items()}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a preset is a mapping of sections (sft, train, pipeline), got {data!r}")
+    return {k: {} if v is None else v for k, v in data.items()}
+
+
+def load_preset(name_or_path: str) -> Preset:
+    """A preset file validated as a whole, laid over each command's defaults (`Preset`, `updated`);
+    `ConfigError` names the file and each key at fault."""
+    return updated(Preset(), load_sections(name_or_path), str(preset_path(name_or_path)))
 
 
 def load_config(cls: type[C], name_or_path: str, section: str, overrides: dict[str, Any] | None = None) -> C:
-    """One section of a preset as `cls`, with `overrides` (e.g. from command-line flags; `eval.size` sets one
-    field of a nested section) applied last."""
-    return from_dict(cls, merge(load_sections(name_or_path).get(section, {}), overrides or {}))
-
-
-def to_dict(config: Any) -> dict[str, Any]:
-    """Every field (nested settings as nested dicts, tuples as lists): what `from_dict` reads back."""
-    return json.loads(json.dumps(dataclasses.asdict(config)))
+    """One section of a preset as `cls`, with `overrides` (e.g. from command-line flags, `updated`) applied last."""
+    config = getattr(load_preset(name_or_path), section)
+    if not isinstance(config, cls):
+        raise TypeError(f"section {section!r} holds a {type(config).__name__}, not a {cls.__name__}")
+    return updated(config, overrides, "command line", section) if overrides else config
 
 
 def save_config(config: Any, out_dir: str, name: str = "config.json", **extra: Any) -> str:
-    """Write the resolved config (every field) beside the run's outputs, with `extra` top-level entries
-    (e.g. the world size a run actually got); returns the path."""
+    """Write the resolved config (every field: `to_dict`) beside the run's outputs, with `extra` top-level
+    entries (e.g. the world size a run actually got); returns the path. `load_saved` reads it back."""
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, name)
     with open(path, "w", encoding="utf-8") as f:
@@ -461,32 +469,24 @@ def save_config(config: Any, out_dir: str, name: str = "config.json", **extra: A
     return path
 
 
+def load_saved(path: str) -> Any:
+    """The config a `save_config` file holds, validated as its command's config."""
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    kinds = {c.__name__: c for c in (SFTConfig, TrainConfig, PipelineConfig)}
+    if doc.get("command") not in kinds:
+        raise ConfigError(f"{path}: `command` must be one of {', '.join(kinds)}, got {doc.get('command')!r}")
+    return validate(kinds[doc["command"]], doc["config"], path, "config")
+
+
 def validate_train(config: TrainConfig) -> None:
-    """Reject settings the update cannot honour, with the reason."""
-    if config.loss_norm not in LOSS_NORMS:
-        raise ValueError(f"loss_norm must be one of {LOSS_NORMS}, got {config.loss_norm!r}")
-    if config.is_mode not in IS_MODES:
-        raise ValueError(f"is_mode must be one of {IS_MODES}, got {config.is_mode!r}")
-    if config.return_mode not in ("sum", "max"):
-        raise ValueError(f"return_mode must be sum or max, got {config.return_mode!r}")
-    if config.grad_steps_per_batch < 1 or config.micro_batch_size < 1 or config.iterations_per_batch < 1:
-        raise ValueError("grad_steps_per_batch, iterations_per_batch and micro_batch_size must be >= 1")
+    """Reject settings the update cannot honour that a field's type cannot say, with the reason."""
     if config.samples_per_task < 2:
         raise ValueError("trajectories × turns must be >= 2 (a group of one sample has no advantage)")
-    if config.vllm_mode not in VLLM_MODES:
-        raise ValueError(f"vllm_mode must be one of {VLLM_MODES}, got {config.vllm_mode!r}")
-    from train.precision import DTYPES, check_lora_rate
+    from train.precision import check_lora_rate
 
-    if config.dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {config.dtype!r}")
     warning = check_lora_rate(config.lora_rank, config.learning_rate, FULL_FT_RL_RATE)
     if warning:
         import logging
 
         logging.getLogger(__name__).warning(warning)
-    if not (0 <= config.eps_low < 1 and config.eps_high >= 0):
-        raise ValueError(f"clip range needs 0 <= eps_low < 1 and eps_high >= 0, got {config.eps_low}, {config.eps_high}")
-    if config.optimizer not in ("adamw", "sgd"):
-        raise ValueError(f"optimizer must be adamw or sgd, got {config.optimizer!r}")
-    if config.backend not in ("hf", "vllm"):
-        raise ValueError(f"backend must be hf or vllm, got {config.backend!r}")

@@ -19,12 +19,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-SHARDINGS = ("none", "zero3", "fsdp")
+import pydantic
+import pydantic.dataclasses
+
+Sharding = Literal["none", "zero3", "fsdp"]
 
 
-@dataclass(frozen=True)
+@pydantic.dataclasses.dataclass(frozen=True, config=pydantic.ConfigDict(extra="forbid"))
 class LayoutConfig:
     """The `layout` section of `train`: the node's GPUs by role (docs/scale.md)."""
 
@@ -38,7 +41,7 @@ class LayoutConfig:
     vllm_server_gpus: int = 0
     """Server mode: GPUs per training node running `trl vllm-serve` (just below the evaluation GPUs); 0: the
     server runs elsewhere (`vllm_server_host`)."""
-    sharding: str = "none"
+    sharding: Sharding = "none"
     """How the training processes hold the model: `none` (DDP: a full copy each), `zero3` (DeepSpeed ZeRO-3)
     or `fsdp` (FSDP2): weights, gradients and optimizer state sharded over every training GPU. Must match the
     accelerate config launched (checked at start); the plan's memory table depends on it."""
@@ -115,8 +118,6 @@ def resolve(config: Any, gpus: int = 0) -> Layout:
     lay: LayoutConfig = config.layout
     if config.device != "cuda":
         return CPU_LAYOUT
-    if lay.sharding not in SHARDINGS:
-        raise LayoutError(f"layout.sharding must be one of {', '.join(SHARDINGS)}, got {lay.sharding!r}")
     if lay.nodes < 1 or lay.eval_gpus < 0 or lay.vllm_server_gpus < 0:
         raise LayoutError("layout.nodes must be >= 1, layout.eval_gpus and layout.vllm_server_gpus >= 0")
     n = gpus or lay.gpus_per_node or detected_gpus()

@@ -25,10 +25,8 @@ correction for that token."""
 
 
 def scoring_of(config: TrainConfig) -> Any:
-    """The run's reward settings: verdict -> score (never the harness's own number)."""
-    from rewards import ScoreConfig
-
-    return ScoreConfig(correctness_weight=config.correctness_weight, speedup_cap=config.speedup_cap)
+    """The run's reward settings (its `score` section): verdict -> score (never the harness's own number)."""
+    return config.score
 
 
 class MultiTurnRollout:

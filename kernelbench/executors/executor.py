@@ -11,19 +11,22 @@ context manager) and the same verdicts, so the episode, bench and training code 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
+
+from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass
 
 from kernelbench.harness.config import EvalConfig
 
-EXECUTORS = ("local", "ray")
+ExecutorKind = Literal["local", "ray"]
+EXECUTORS = get_args(ExecutorKind)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class ExecutorConfig:
     """Where and how widely a run's evaluations execute (the `executor` section of train, bench and optimize)."""
 
-    kind: str = "local"
+    kind: ExecutorKind = "local"
     """`local` (threads on this machine) or `ray` (compile actors on CPU nodes, run actors one per GPU on
     evaluation nodes; see docs/cluster.md)."""
     ray_address: str = ""
@@ -36,7 +39,7 @@ class ExecutorConfig:
     machine-wide anyway (`slots.TimingLease`) and a second run worker only overlaps untimed work with another's
     rounds (measured in docs/harness.md, "Timing": more evaluations a minute, a wider spread on memory-bound
     kernels) (threads locally, GPU actors on Ray)."""
-    max_in_flight: int = 0
+    max_in_flight: int = Field(0, ge=0)
     """Most unfinished evaluations at once; submitting more waits (0: no bound)."""
     gpus: tuple[str, ...] = ()
     """Local, CUDA: the GPUs the run workers time on (`CUDA_VISIBLE_DEVICES` entries), one run worker each,
@@ -58,4 +61,4 @@ def make_evaluator(config: EvalConfig, executor: ExecutorConfig = ExecutorConfig
 
         return RayEvaluator(config, compile_workers=ex.compile_workers, run_workers=ex.run_workers,
                             max_in_flight=ex.max_in_flight, address=ex.ray_address)
-    raise ValueError(f"executor must be one of {', '.join(EXECUTORS)}, got {ex.kind!r}")
+    raise AssertionError(f"ExecutorConfig.kind {ex.kind!r} passed validation")  # the Literal admits no other

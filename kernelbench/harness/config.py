@@ -1,17 +1,31 @@
-"""`EvalConfig`: every setting of one evaluation, each documented (defaults follow DESIGN.md)."""
+"""`EvalConfig`: every setting of one evaluation, each documented (defaults follow DESIGN.md).
+
+A pydantic dataclass (docs/architecture.md, "Configuration"): construction validates every field, a mode
+outside its `Literal` is an error naming the field, and unknown fields are refused.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+from typing import Literal
+
+from pydantic import ConfigDict
+from pydantic.dataclasses import dataclass
+
+Device = Literal["cpu", "cuda"]
+Size = Literal["cpu", "gpu"]
+OpPolicy = Literal["", "strict", "partial"]
+"""Empty: each task's own policy."""
+Profiler = Literal["torch", "ncu", "off"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class EvalConfig:
     """Settings for `kernelbench.harness.evaluate`."""
 
-    device: str = "cpu"
+    device: Device = "cpu"
     """`cpu` (C++ kernels via load_inline) or `cuda` (CUDA kernels, CUDA-event timing, NVML)."""
-    size: str = "cpu"
+    size: Size = "cpu"
     """Task size to build inputs at: `cpu` (small, for CPUs and tests) or `gpu` (1-15 ms on an H100-class GPU)."""
     cuda_device: str = ""
     """CUDA: the one GPU the reference and run children see (their `CUDA_VISIBLE_DEVICES`: an index or UUID of
@@ -21,7 +35,7 @@ class EvalConfig:
     """CUDA: the GPU candidates are timed on also trains or generates (a one-GPU check of a training run,
     `train.layout`'s `share_timing_gpu`): every result carries the flag `shared_timing_gpu` (it rejects
     nothing; the speedups are not comparable with a run that owns its timing GPU)."""
-    op_policy: str = ""
+    op_policy: OpPolicy = ""
     """`strict` (no PyTorch compute op in forward), `partial` (allowed beside custom kernels that run),
     or empty to use the task's own policy."""
     correctness_trials: int = 5
@@ -120,7 +134,7 @@ class EvalConfig:
     harness_error_limit: int = 3
     """An `Evaluator` stops (raises `HarnessBroken`, naming the cause) after this many `harness_error` results
     in a row, each already retried once: a broken judge must stop a job, not feed it verdicts."""
-    profile: str = "torch"
+    profile: Profiler = "torch"
     """After a correct, timed evaluation, profile one extra untimed call of the candidate and of the reference
     for the feedback (`kernelbench.harness.insight.profiling`; advisory, never scored, after the verdict): `torch`
     (torch.profiler), `ncu` (that, plus Nsight Compute's per-kernel DRAM / SM throughput and occupancy on CUDA,
