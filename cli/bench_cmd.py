@@ -93,7 +93,7 @@ def config_from(args: argparse.Namespace, **changes):
     (`train.config.validate`), so a bad value names its key; `changes` (a sweep's largest grid point) last."""
     from cli import checks
     from evals.runner import BenchConfig
-    from train.config import ConfigError, validate
+    from kernelbench.config_files import ConfigError, validate
 
     checks.positive(args.limit, "--limit")
     values = dict(tasks=args.tasks, level=args.level, limit=args.limit or 0, backend=args.backend, model=args.model,

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from agent.openai_backend import OpenAIError
     from agent.optimize import OptimizeConfig, optimize
     from kernelbench.tasks.task_file import TaskFileError
-    from train.config import ConfigError, validate
+    from kernelbench.config_files import ConfigError, validate
 
     for name in ("max_tokens", "compile_workers", "run_workers"):
         if getattr(args, name) < 1:

@@ -27,7 +27,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from cli import checks
-    from train.config import SFTConfig, load_config, updated
+    from kernelbench.config_files import updated
+    from train.config import SFTConfig
+    from train.presets import load_config
     from train.sft import main
 
     if args.config:

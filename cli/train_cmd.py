@@ -38,7 +38,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def _load(kind, preset: str, section: str, overrides: dict | None = None):
     """A config section with the flags given laid over it (None: not given; `train.config.updated`), every way
     a preset file or a flag can be wrong turned into one line naming the file or flag's key."""
-    from train.config import load_config
+    from train.presets import load_config
 
     try:
         return load_config(kind, preset, section, overrides or {})

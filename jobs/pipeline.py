@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from jobs.answers import classify, family_codes, without_extension_name  # noqa: F401 (the pipeline's names)
-from train.config import PipelineConfig, SFTConfig, TrainConfig, load_config, load_sections
+from train.config import PipelineConfig, SFTConfig, TrainConfig
+from train.presets import load_config, load_sections
 from train.warm_start import ensure_warm_start
 
 def reference_codes(task_id: str, compact: bool) -> dict[str, str]:

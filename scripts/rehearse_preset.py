@@ -84,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     from transformers import AutoTokenizer
 
     from train import grpo, vllm_standin
-    from train.config import TrainConfig, load_config
+    from train.config import TrainConfig
+    from train.presets import load_config
     from train.multiturn_rollout import scoring_of
     from train.rollout import HarnessRollout
 

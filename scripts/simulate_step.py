@@ -180,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not (args.config and args.latencies):
         ap.error("give --config and --latencies, or --from-run")
-    from train.config import TrainConfig, load_config
+    from train.config import TrainConfig
+    from train.presets import load_config
 
     config = load_config(TrainConfig, args.config, "train")
     if args.schedule:

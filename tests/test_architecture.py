@@ -28,7 +28,7 @@ MAX_LINES = 400
 SIZE_EXEMPT = ("kernelbench/tasks/solutions/", "kernelbench/tasks/builtin_tasks/")
 """Problem files and reference solutions: data in the task format, not library code."""
 HARNESS_LAYERS = (
-    ("task records", ("kernelbench.tasks",)),
+    ("task records, config files", ("kernelbench.tasks", "kernelbench.config_files")),
     ("parent<->child records", ("kernelbench.harness.protocol", "kernelbench.harness.record_codec",
                                 "kernelbench.harness.config")),
     ("sandboxed child", ("kernelbench.harness.child",)),

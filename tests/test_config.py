@@ -14,8 +14,9 @@ from agent.optimize import OptimizeConfig
 from evals.runner import BenchConfig, config_dict
 from kernelbench.harness.result import CORRECT, EvalResult
 from rewards import ScoreConfig
-from train.config import (CONFIGS_DIR, RENAMED, ConfigError, PipelineConfig, Preset, SFTConfig, TrainConfig,
-                          load_config, load_preset, load_saved, save_config, to_dict, updated)
+from kernelbench.config_files import ConfigError, load_saved, save_config, to_dict, updated
+from train.config import PipelineConfig, SFTConfig, TrainConfig
+from train.presets import CONFIGS_DIR, RENAMED, Preset, load_config, load_preset
 
 
 def write(tmp_path, text: str) -> str:
@@ -105,7 +106,7 @@ def test_config_json_round_trips(tmp_path):
     for config in (train, load_config(SFTConfig, "cpu-tiny", "sft"), load_config(PipelineConfig, "cpu-tiny", "pipeline")):
         path = save_config(config, str(tmp_path / type(config).__name__), world_size=4)
         assert json.load(open(path))["config"] == to_dict(config)
-        assert load_saved(path) == config
+        assert load_saved(path, (SFTConfig, TrainConfig, PipelineConfig)) == config
     bench = BenchConfig(device="cuda", trajectories=2, eval=BenchConfig().eval, score=ScoreConfig(speedup_cap=2.0))
     assert json.loads(json.dumps(config_dict(bench))) == config_dict(bench)
     assert TypeAdapter(BenchConfig).validate_python(config_dict(bench)) == bench and bench.eval.size == "gpu"
@@ -136,3 +137,22 @@ def test_flags_are_validated_as_a_preset_is():
         config_from(parser.parse_args(["--price-out", "-1"]))
     cfg = config_from(parser.parse_args(["--device", "cuda", "--timing-trials", "20"]), trajectories=3)
     assert (cfg.eval.timing_trials, cfg.eval.size, cfg.trajectories) == (20, "gpu", 3)
+
+
+def test_a_section_device_apart_from_its_commands_is_refused_and_the_default_follows(tmp_path):
+    """`eval.device` and `prompt.device` are set from the command's `device` (one place): a preset that sets one
+    to something else fails naming it, where it used to be overwritten without a word; one that sets only
+    `device` moves both sections with it."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("# kernel-agent train --preset bad.yaml\ntrain:\n  device: cuda\n  eval: {device: cpu}\n")
+    with pytest.raises(ConfigError, match=r"train\.eval\.device is set from `train\.device` \('cuda'\), got 'cpu'"):
+        load_config(TrainConfig, str(bad), "train")
+    good = tmp_path / "good.yaml"
+    good.write_text("# kernel-agent train --preset good.yaml\ntrain:\n  device: cuda\n  eval: {timing_trials: 20}\n")
+    config = load_config(TrainConfig, str(good), "train")
+    assert (config.eval.device, config.prompt.device, config.eval.timing_trials) == ("cuda", "cuda", 20)
+    same = tmp_path / "same.yaml"
+    same.write_text("# kernel-agent train --preset same.yaml\ntrain:\n  device: cuda\n  prompt: {device: cuda}\n")
+    assert load_config(TrainConfig, str(same), "train").prompt.device == "cuda"
+    with pytest.raises(ConfigError, match=r"command line: train\.prompt\.device is set from"):
+        load_config(TrainConfig, str(good), "train", {"prompt": {"device": "cpu"}})

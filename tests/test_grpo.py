@@ -13,7 +13,9 @@ from grpo_synthetic import LowIdRollout, build_tiny_dir
 from agent.policy import SamplingConfig
 from rewards import advantages_by_task
 from train import grpo, trl_args
-from train.config import TrainConfig, load_config, to_dict, validate
+from kernelbench.config_files import to_dict, validate
+from train.config import TrainConfig
+from train.presets import load_config
 from train.metrics_log import read_metrics
 
 
@@ -186,7 +188,7 @@ def test_presets_nest_the_shared_settings_and_old_flat_names_fail(tmp_path):
 
 
 def test_preset_headers_name_their_launch_commands():
-    from train.config import CONFIGS_DIR
+    from train.presets import CONFIGS_DIR
 
     from train.layout import resolve
 

@@ -13,7 +13,8 @@ import pytest
 
 from cli.main import main as cli_main
 from kernelbench.executors import gpu_lease
-from train.config import TrainConfig, load_config
+from train.config import TrainConfig
+from train.presets import load_config
 from train.grpo import with_layout
 from train.layout import LayoutError, check_launch, evaluation_gpus, resolve, visible_id
 
@@ -204,7 +205,7 @@ def test_every_accelerate_config_loads_and_builds_its_plugin():
     from accelerate.commands.config.config_args import ClusterConfig
     from accelerate.utils import DeepSpeedPlugin, FullyShardedDataParallelPlugin
 
-    from train.config import CONFIGS_DIR
+    from train.presets import CONFIGS_DIR
 
     extras = tomllib.loads((CONFIGS_DIR.parent / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     kinds = {}

@@ -90,7 +90,8 @@ def test_invalid_speedup_on_a_correct_result_is_a_fault(bad):
 
 
 def test_a_training_run_sets_its_score_from_its_config():
-    from train.config import TrainConfig, validate
+    from kernelbench.config_files import validate
+    from train.config import TrainConfig
     from train.multiturn_rollout import scoring_of
 
     config = validate(TrainConfig, {"score": {"correctness_weight": 0.5, "speedup_cap": 2}}, "test")

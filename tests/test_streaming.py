@@ -273,7 +273,8 @@ def test_the_lockstep_switch_reaches_the_runner_from_train_bench_and_optimize(tm
     rollout then makes one call per task and turn."""
     from cli.bench_cmd import config_from
     from cli.main import build_parser
-    from train.config import TrainConfig, load_config
+    from train.config import TrainConfig
+    from train.presets import load_config
     from train.rollout import HarnessRollout
 
     preset = tmp_path / "p.yaml"

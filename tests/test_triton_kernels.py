@@ -179,7 +179,8 @@ def test_language_flag_reaches_the_run_configs():
     assert config_from(args).prompt.language == "triton"
     parser, _ = build_parser(["train"])
     assert parser.parse_args(["train", "--preset", "cpu-tiny"]).language is None  # the preset's value stays
-    from train.config import TrainConfig, load_config
+    from train.config import TrainConfig
+    from train.presets import load_config
 
     assert load_config(TrainConfig, "cpu-tiny", "train", {"prompt": {"language": "triton"}}).prompt.language == "triton"
     from agent.optimize import OptimizeConfig

@@ -38,7 +38,7 @@ def test_key_changes_with_the_code_that_trains_it(monkeypatch, tmp_path):
 
 
 def test_key_of_the_cpu_tiny_preset_reads_its_real_examples():
-    from train.config import load_config
+    from train.presets import load_config
 
     config = load_config(SFTConfig, "cpu-tiny", "sft")
     assert sft.load_examples(config)  # the key hashes these prompts and answers

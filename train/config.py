@@ -1,16 +1,15 @@
 """Configs of the training commands: one frozen dataclass per command, loaded from preset files.
 
 Each config is a pydantic dataclass (docs/architecture.md, "Configuration"): constructing one validates it,
-modes are `Literal` types, and `dataclasses.replace` validates the result again. A preset is a YAML (or JSON)
-file under `configs/` whose first line is a comment naming the command that launches it. It holds one
-section per command (`sft:`, `train:`, `pipeline:`: `Preset`), validated strictly as a whole: an unknown key
-or a value of the wrong type is a `ConfigError` naming the file and the key's path
-(`train.sampling.temprature`), so that a typo never silently falls back to a default. The settings train,
+modes are `Literal` types, and `dataclasses.replace` validates the result again. Presets (`train/presets.py`)
+hold one section per command (`sft:`, `train:`, `pipeline:`), validated strictly as a whole through
+`kernelbench.config_files`: an unknown key or a value of the wrong type is a `ConfigError` naming the file
+and the key's path (`train.sampling.temprature`), so that a typo never silently falls back to a default. The settings train,
 bench and optimize share are one dataclass each, nested under one name in every command's config:
 `sampling` (agent.policy.SamplingConfig), `prompt` (agent.prompts.PromptSettings), `eval`
 (kernelbench.harness.config.EvalConfig), `executor` (kernelbench.executors.executor.ExecutorConfig) and
 `score` (rewards.ScoreConfig); in a preset they are sub-sections (`eval: {timing_trials: 20}`). A flat name
-of before (`max_new_tokens`) is an error that names its new place (`sampling.max_tokens`: `RENAMED`). The
+of before (`max_new_tokens`) is an error that names its new place (`sampling.max_tokens`: `presets.RENAMED`). The
 resolved config (every field, defaults included: pydantic's JSON dump) is saved beside each run's outputs as
 `config.json`, and validates back into an equal config.
 
@@ -19,14 +18,10 @@ Defaults follow Kevin-32B (arXiv 2507.11948) wherever it states a number; DESIGN
 
 from __future__ import annotations
 
-import functools
-import json
-import os
 from dataclasses import field, replace
-from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, TypeAdapter, ValidationError, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 from pydantic.dataclasses import dataclass
 
 from agent.policy import SamplingConfig
@@ -36,7 +31,6 @@ from kernelbench.harness.config import EvalConfig
 from rewards.score import ScoreConfig
 from train.layout import LayoutConfig
 
-CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 STRICT = ConfigDict(extra="forbid")
 """Every config: unknown fields are errors. Presets, flags and config.json are validated in strict mode on top
 (`validate`): a quoted number or a `yes` for a count is an error, not a conversion."""
@@ -329,154 +323,6 @@ class PipelineConfig:
     prebuild: bool = True
     """Evaluate the family's answers beside SFT: each once on a training task (RL then finds their builds in
     the cache) and the two second answers on every probe task (the refinement probe's real feedback)."""
-
-
-RENAMED = {"temperature": "sampling.temperature", "max_new_tokens": "sampling.max_tokens",
-           "prompt_token_budget": "prompt.token_budget", "prompt_style": "prompt.style",
-           "hardware": "prompt.hardware", "language": "prompt.language", "eval_size": "eval.size",
-           "eval_timing_trials": "eval.timing_trials", "eval_correctness_trials": "eval.correctness_trials",
-           "eval_warmup_trials": "eval.warmup_trials", "eval_extra_distribution_trials": "eval.extra_distribution_trials",
-           "build_cache_dir": "eval.build_cache_dir", "compile_workers": "executor.compile_workers",
-           "run_workers": "executor.run_workers", "ray_address": "executor.ray_address",
-           "max_in_flight": "executor.max_in_flight", "correctness_weight": "score.correctness_weight",
-           "speedup_cap": "score.speedup_cap"}
-"""TrainConfig's flat names of before and their nested places: a preset that still uses one fails (an unknown
-key, as any other) with its new place in the message (`_describe`)."""
-
-
-@dataclass(frozen=True, config=STRICT)
-class Preset:
-    """A preset file: one section per command, each validated as that command's config."""
-
-    sft: SFTConfig = field(default_factory=SFTConfig)
-    """`kernel-agent sft` (and the warm start of `train`)."""
-    train: TrainConfig = field(default_factory=TrainConfig)
-    """`kernel-agent train`."""
-    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
-    """`kernel-agent train --pipeline`."""
-
-
-C = TypeVar("C")
-
-
-class ConfigError(ValueError):
-    """A preset, a flag or a config.json that does not validate; the message names the source and the path of
-    each key at fault (`configs/x.yaml: train.sampling.temprature: unknown setting`)."""
-
-
-@functools.cache
-def _adapter(cls: type) -> TypeAdapter:
-    return TypeAdapter(cls)
-
-
-def _describe(error: ValidationError, source: str, prefix: str = "") -> str:
-    """pydantic's errors as one line: each key's dotted path and what is wrong with its value; a flat name of
-    before (`RENAMED`) names its new place."""
-    parts = []
-    for e in error.errors():
-        key = ".".join([prefix] * bool(prefix) + [str(p) for p in e["loc"]])
-        old = key.removeprefix("train.")
-        if e["type"] in ("unexpected_keyword_argument", "extra_forbidden") and key.startswith("train.") and old in RENAMED:
-            section, name = RENAMED[old].split(".")
-            what = f"`{old}` is now `{RENAMED[old]}` (nested: `{section}: {{{name}: ...}}`)"
-        elif e["type"] in ("unexpected_keyword_argument", "extra_forbidden"):
-            what = "unknown setting"
-        elif e["type"] == "value_error":
-            what = str(e["ctx"]["error"])
-        else:
-            shown = e["input"] if not isinstance(e["input"], dict) else "a section"
-            what = f"{e['msg']} (got {shown!r})"
-        parts.append(f"{key}: {what}" if key else what)
-    return f"{source}: " + "; ".join(parts)
-
-
-def validate(cls: type[C], data: Any, source: str, prefix: str = "") -> C:
-    """`data` (a preset, flags gathered into a dict, a config.json's `config`) as `cls`, validated in pydantic's
-    strict mode on its JSON form (YAML and flags give JSON types): unknown keys, mistyped values and modes
-    outside their `Literal` raise `ConfigError` naming `source` and each key's path under `prefix`."""
-    try:
-        return _adapter(cls).validate_json(json.dumps(data, default=str), strict=True)
-    except ValidationError as e:
-        raise ConfigError(_describe(e, source, prefix)) from None
-
-
-def to_dict(config: Any) -> dict[str, Any]:
-    """Every field (nested settings as nested dicts, tuples as lists): pydantic's JSON dump, what `validate` reads back."""
-    return _adapter(type(config)).dump_python(config, mode="json")
-
-
-def updated(config: C, changes: dict[str, Any], source: str = "command line", prefix: str = "") -> C:
-    """`config` with `changes` applied, validated again as a whole (`validate`: a bad value names its key). A
-    change to a section is a dict of its fields (`{"executor": {"kind": "ray"}}`) laid over the section's
-    values, so a section keeps the values its command gives it by default (train samples 16k tokens where
-    `SamplingConfig` says 4k); None is no change (a flag that was not given)."""
-    return validate(type(config), _laid_over(to_dict(config), changes), source, prefix)
-
-
-def _laid_over(values: Any, changes: Any) -> Any:
-    if not isinstance(values, dict) or not isinstance(changes, dict):
-        return values if changes is None else changes
-    return {**values, **{k: _laid_over(values.get(k), v) for k, v in changes.items() if v is not None}}
-
-
-def preset_path(name_or_path: str) -> Path:
-    """A preset name (`cpu-tiny`) resolves to `configs/<name>.yaml`; anything else is a file path."""
-    path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml", ".json") or os.sep in name_or_path:
-        return path
-    return CONFIGS_DIR / f"{name_or_path}.yaml"
-
-
-def load_sections(name_or_path: str) -> dict[str, Any]:
-    """A preset file as written (YAML or JSON), not yet validated; an empty section reads as `{}`."""
-    path = preset_path(name_or_path)
-    if not path.is_file():
-        names = sorted(p.stem for p in CONFIGS_DIR.glob("*.yaml"))
-        raise FileNotFoundError(f"no preset {name_or_path!r} (known: {', '.join(names)})")
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".json":
-        data = json.loads(text)
-    else:
-        import yaml
-
-        data = yaml.safe_load(text) or {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a preset is a mapping of sections (sft, train, pipeline), got {data!r}")
-    return {k: {} if v is None else v for k, v in data.items()}
-
-
-def load_preset(name_or_path: str) -> Preset:
-    """A preset file validated as a whole, laid over each command's defaults (`Preset`, `updated`);
-    `ConfigError` names the file and each key at fault."""
-    return updated(Preset(), load_sections(name_or_path), str(preset_path(name_or_path)))
-
-
-def load_config(cls: type[C], name_or_path: str, section: str, overrides: dict[str, Any] | None = None) -> C:
-    """One section of a preset as `cls`, with `overrides` (e.g. from command-line flags, `updated`) applied last."""
-    config = getattr(load_preset(name_or_path), section)
-    if not isinstance(config, cls):
-        raise TypeError(f"section {section!r} holds a {type(config).__name__}, not a {cls.__name__}")
-    return updated(config, overrides, "command line", section) if overrides else config
-
-
-def save_config(config: Any, out_dir: str, name: str = "config.json", **extra: Any) -> str:
-    """Write the resolved config (every field: `to_dict`) beside the run's outputs, with `extra` top-level
-    entries (e.g. the world size a run actually got); returns the path. `load_saved` reads it back."""
-    os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, name)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump({"command": type(config).__name__, "config": to_dict(config), **extra}, f, indent=2, sort_keys=True)
-    return path
-
-
-def load_saved(path: str) -> Any:
-    """The config a `save_config` file holds, validated as its command's config."""
-    with open(path, encoding="utf-8") as f:
-        doc = json.load(f)
-    kinds = {c.__name__: c for c in (SFTConfig, TrainConfig, PipelineConfig)}
-    if doc.get("command") not in kinds:
-        raise ConfigError(f"{path}: `command` must be one of {', '.join(kinds)}, got {doc.get('command')!r}")
-    return validate(kinds[doc["command"]], doc["config"], path, "config")
 
 
 def validate_train(config: TrainConfig) -> None:

@@ -39,7 +39,8 @@ from typing import Any, Callable, Sequence
 import torch
 
 from kernelbench.tasks.task import Task
-from train.config import TrainConfig, save_config, validate_train
+from kernelbench.config_files import save_config
+from train.config import TrainConfig, validate_train
 from train.generation import generation_policy
 from train.layout import Layout, check_launch, evaluation_gpus, launched_sharding
 from train.layout import resolve as resolve_layout

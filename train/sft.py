@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.prompts import PromptSettings, build_messages
-from train.config import SFTConfig, save_config
+from kernelbench.config_files import save_config
+from train.config import SFTConfig
 from train.precision import autocast_bf16
 from train.solution_text import compact_source, solution_answer, solution_summary  # noqa: F401 (sft's names)
 

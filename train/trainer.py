@@ -10,7 +10,9 @@ from typing import Any, Callable
 
 import torch
 
-from train.config import TrainConfig, to_dict
+from kernelbench.config_files import to_dict
+
+from train.config import TrainConfig
 from train.metrics_log import MetricsLogger
 
 TRL_RENAMES = {"loss": "loss/policy", "grad_norm": "loss/grad_norm", "learning_rate": "loss/lr",

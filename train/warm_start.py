@@ -10,7 +10,11 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from train.config import SFTConfig, TrainConfig, load_config, to_dict
+from kernelbench.config_files import to_dict
+
+from train.config import SFTConfig, TrainConfig
+
+from train.presets import load_config
 
 WARM_START_CACHE = os.path.expanduser("~/.cache/kernel-agent/warm-start")
 
@@ -76,7 +80,7 @@ def _train_alone(preset: str, out: str, say) -> dict:
     cached yet."""
     env = {k: v for k, v in os.environ.items() if k not in DISTRIBUTED_ENV}
     code = ("import json, sys; from dataclasses import replace; from train import sft; "
-            "from train.config import SFTConfig, load_config; "
+            "from train.config import SFTConfig; from train.presets import load_config; "
             "r = sft.main(replace(load_config(SFTConfig, sys.argv[1], 'sft'), out=sys.argv[2])); "
             "print('WARM_START_RESULT ' + json.dumps(r.__dict__))")
     root = str(Path(__file__).resolve().parents[1])
