@@ -30,6 +30,7 @@ from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.result import CORRECT
 from kernelbench.tasks.task import Task
 from kernelbench.tasks.task_file import read_task_file
+from rewards import ScoreConfig
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,11 @@ class OptimizeConfig:
         size = self.size or ("gpu" if self.device == "cuda" else "cpu")
         object.__setattr__(self, "eval", replace(self.eval, device=self.device, size=size))
         object.__setattr__(self, "prompt", replace(self.prompt, device=self.device))
+
+
+SCORING = ScoreConfig()
+"""An optimize run's reward settings, which rank its trajectories (beam search keeps the best by score):
+Kevin-32B's defaults, as `OptimizeConfig` has no reward settings of its own."""
 
 
 @dataclass(frozen=True)
@@ -159,7 +165,7 @@ def optimize(config: OptimizeConfig, *, policy: Policy | None = None, evaluator:
         policy, evaluator, turns=config.turns,
         sampling=config.sampling,
         prompt_settings=replace(config.prompt, hardware=hardware, op_policy=task.op_policy),
-        log_path=os.path.join(config.out, "trajectories.jsonl"), on_turn=progress.on_turn,
+        score=SCORING.score, log_path=os.path.join(config.out, "trajectories.jsonl"), on_turn=progress.on_turn,
         streaming=config.streaming_turns)
     try:
         with progress.bar:

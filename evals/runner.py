@@ -28,9 +28,13 @@ from kernelbench.executors.executor import ExecutorConfig
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.result import EvalResult
 from kernelbench.tasks.task import Task
+from rewards import ScoreConfig
 
 SPLITS = ("train", "heldout", "extra", "all")
 BACKENDS = ("hf", "vllm", "openai", "replay")
+SCORING = ScoreConfig()
+"""A bench run's reward settings (its trajectories' turn scores; the report's metrics read speedups and
+statuses): Kevin-32B's defaults, as `BenchConfig` has no reward settings of its own."""
 RESUME_KEYS = ("tasks", "level", "limit", "backend", "model", "from_dir", "device", "size", "op_policy")
 """Config fields a resumed run must share with the run it continues (trajectories and turns may grow)."""
 
@@ -214,7 +218,6 @@ def resume_jobs(tasks: list[Task], trajectories: int, turns: int, done: list[dic
     """(job, turns still to run) for every trajectory that is not finished, with its finished turns as history."""
     from agent.episode import Job
     from agent.trajectory import Turn
-    from rewards import ScoreConfig
 
     have: dict[tuple[str, str], dict[int, dict[str, Any]]] = defaultdict(dict)
     for rec in done:
@@ -228,7 +231,7 @@ def resume_jobs(tasks: list[Task], trajectories: int, turns: int, done: list[dic
                 history.append(Turn(index=len(history), prompt=[], response=rec.get("response", ""),
                                     reasoning=rec.get("reasoning", ""), summary=rec.get("summary", ""),
                                     candidate=rec.get("candidate", ""), result=(r := EvalResult.from_dict(rec["result"])),
-                                    score=ScoreConfig().score(r)))
+                                    score=SCORING.score(r)))
             if len(history) < turns:
                 yield Job(task=task, traj_id=str(i), history=tuple(history)), turns - len(history)
 
@@ -263,7 +266,7 @@ def run_agent(config: BenchConfig, tasks: list[Task], done: list[dict[str, Any]]
                                                      config.op_policy).items():
         settings = replace(config.prompt, hardware=hardware, op_policy=policy_name)
         runner = EpisodeRunner(policy, evaluator, turns=remaining, sampling=config.sampling, prompt_settings=settings,
-                               on_turn=on_turn, streaming=config.streaming_turns)
+                               score=SCORING.score, on_turn=on_turn, streaming=config.streaming_turns)
         runner.run(jobs)
 
 

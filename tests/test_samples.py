@@ -101,7 +101,8 @@ TASK2 = Task(id="L1/y", level=1, name="y", origin="test", source="import torch\n
 
 def _runner(policy, evaluator, turns=2, **kw):
     return EpisodeRunner(policy, evaluator, turns=turns, sampling=SamplingConfig(max_tokens=8, seed=5),
-                         prompt_settings=PromptSettings(device="cpu", hardware="test"), **kw)
+                         prompt_settings=PromptSettings(device="cpu", hardware="test"),
+                         **{"score": ScoreConfig().score, **kw})
 
 
 def test_every_prompt_of_a_run_gets_its_own_seed():
@@ -126,7 +127,7 @@ def test_a_task_drawn_twice_in_one_batch_gives_two_full_groups():
 
     ev = InstantEvaluator()
     rollout = HarnessRollout(evaluator=ev, trajectories=3, turns=2, sampling=SamplingConfig(max_tokens=8),
-                             prompt_settings=PromptSettings(device="cpu", hardware="test"))
+                             prompt_settings=PromptSettings(device="cpu", hardware="test"), score=ScoreConfig().score)
     trajs = rollout.collect(RecordingPolicy(), [TASK, TASK2, TASK], step=0, seed=1)
     assert len(trajs) == 9 and len({(t.task_id, t.traj_id) for t in trajs}) == 9
     assert [t.task_id for t in trajs] == ["L1/x"] * 3 + ["L1/y"] * 3 + ["L1/x"] * 3
