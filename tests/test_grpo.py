@@ -364,6 +364,8 @@ def test_two_step_run_with_the_real_harness(tmp_path, build_cache_dir):
     records = read_metrics(cfg.out)
     assert [r["step"] for r in records] == [0, 1]
     assert all(math.isclose(sum(v for k, v in r.items() if k.startswith("rollout/status_")), 1.0) for r in records)
+    for key in ("perf/eval_wait_share", "perf/rollout_s", "reward/mean_score", "rollout/advantage_std", "loss/policy"):
+        assert all(key in r for r in records), key  # the rollout's metrics reach every row beside TRL's
     assert os.listdir(os.path.join(cfg.out, "tb"))
 
 
