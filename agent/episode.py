@@ -112,12 +112,11 @@ class EpisodeRunner:
     """Runs jobs to `turns` new turns each with one policy and one evaluator."""
 
     def __init__(self, policy: Policy, evaluator: SubmitsEvaluations, *, turns: int, sampling: SamplingConfig,
-                 prompt_settings: PromptSettings, log_path: str = "", on_turn: TurnCallback | None = None,
-                 score: Callable[[EvalResult], float | None] | None = None, streaming: bool = True):
-        from rewards.score import ScoreConfig
-
-        self.score = score or ScoreConfig().score
-        """Verdict -> per-kernel score (the run's reward settings; never the harness's own number)."""
+                 prompt_settings: PromptSettings, score: Callable[[EvalResult], float | None], log_path: str = "",
+                 on_turn: TurnCallback | None = None, streaming: bool = True):
+        self.score = score
+        """Verdict -> per-kernel score: `rewards.ScoreConfig.score` under the run's reward settings, passed by
+        every caller (no default here, so no run scores at settings other than its own)."""
         self.policy = policy
         self.evaluator = evaluator
         self.turns = turns

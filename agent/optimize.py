@@ -32,6 +32,7 @@ from kernelbench.harness.config import Device, EvalConfig
 from kernelbench.harness.result import CORRECT
 from kernelbench.tasks.task import Task
 from kernelbench.tasks.task_file import read_task_file
+from rewards import ScoreConfig
 
 
 @pydantic.dataclasses.dataclass(frozen=True, config=ConfigDict(extra="forbid", validate_default=True))
@@ -96,6 +97,11 @@ class OptimizeConfig:
             return replace(value, device=info.data["device"])
         return replace(value, device=info.data["device"], size=info.data["size"] or
                        ("gpu" if info.data["device"] == "cuda" else "cpu"))
+
+
+SCORING = ScoreConfig()
+"""An optimize run's reward settings, which rank its trajectories (beam search keeps the best by score):
+Kevin-32B's defaults, as `OptimizeConfig` has no reward settings of its own."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +173,7 @@ def optimize(config: OptimizeConfig, *, policy: Policy | None = None, evaluator:
         policy, evaluator, turns=config.turns,
         sampling=config.sampling,
         prompt_settings=replace(config.prompt, hardware=hardware, op_policy=task.op_policy),
-        log_path=os.path.join(config.out, "trajectories.jsonl"), on_turn=progress.on_turn,
+        score=SCORING.score, log_path=os.path.join(config.out, "trajectories.jsonl"), on_turn=progress.on_turn,
         streaming=config.streaming_turns)
     try:
         with progress.bar:

@@ -57,6 +57,7 @@ def main(model_dir: str, out_dir: str) -> None:
     from agent.policy import SamplingConfig
     from agent.prompts import PromptSettings
     from kernelbench.tasks import catalog
+    from rewards import ScoreConfig
     from train.generation import TRLVLLMPolicy, generation_policy
     from train.rollout import HarnessRollout
 
@@ -71,7 +72,8 @@ def main(model_dir: str, out_dir: str) -> None:
     task_a, task_b = catalog.find_task("L1/01_relu", "builtin"), catalog.find_task("L1/03_silu", "builtin")
     evaluator = Verdicts()
     rollout = HarnessRollout(evaluator=evaluator, trajectories=2, turns=2, sampling=SamplingConfig(max_tokens=8),
-                             prompt_settings=PromptSettings(device="cpu"), log_dir=out_dir, rank=rank)
+                             prompt_settings=PromptSettings(device="cpu"), score=ScoreConfig().score, log_dir=out_dir,
+                             rank=rank)
     mine = [task_a, task_a] if rank == 0 else [task_b]
     if rank == 1:  # this rank's step 0 is already in its log: the resumed rollout generates nothing
         rollout.collect(Fixed(), mine, 0, seed=1)

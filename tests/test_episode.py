@@ -22,6 +22,7 @@ from agent.strategies import beam, parallel, select_beam
 from agent.trajectory import Trajectory, TrajectoryLog
 from kernelbench.harness.result import EvalResult
 from kernelbench.tasks.task import Task
+from rewards import ScoreConfig
 from tests.chat_server import ChatServer
 
 from kernelbench.executors.evaluator import Evaluator  # noqa: E402,F401  (our own module: imported, never probed)
@@ -147,7 +148,7 @@ class ScriptedEvaluator:
 def runner_for(policy, evaluator, tmp_path, turns=4, **kw) -> EpisodeRunner:
     return EpisodeRunner(policy, evaluator, turns=turns, sampling=SamplingConfig(max_tokens=512),
                          prompt_settings=PromptSettings(device="cpu", hardware="test cpu"),
-                         log_path=str(tmp_path / "trajectories.jsonl"), **kw)
+                         log_path=str(tmp_path / "trajectories.jsonl"), **{"score": ScoreConfig().score, **kw})
 
 
 def check_scripted_episode(traj: Trajectory, srv: ChatServer) -> None:

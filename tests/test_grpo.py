@@ -63,9 +63,22 @@ def test_trainer_advantages_equal_our_group_normalised_returns(tiny_dir, tmp_pat
     step runs, and TRL's advantages are rewards/'s."""
     cfg = _config(tiny_dir, str(tmp_path / "run"), steps=1, tasks="L1/03_silu", tasks_per_batch=2, turns=3,
                   trajectories=4, micro_batch_size=4, gamma=0.4, eval_every=1, eval_limit=2)
-    seen = {}
+    seen: dict = {"loss_inputs": []}
+
+    def watch_the_loss(trainer) -> None:
+        """Keeps what TRL hands its loss (the public `compute_loss`): the advantages it computed, each beside
+        its sample's tokens, since TRL shuffles the samples before it splits them into micro-batches."""
+        seen["trainer"], compute_loss = trainer, trainer.compute_loss
+
+        def spy(model, inputs, *args, **kwargs):
+            seen["loss_inputs"].append({k: inputs[k].detach().cpu() for k in
+                                        ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "advantages")})
+            return compute_loss(model, inputs, *args, **kwargs)
+
+        trainer.compute_loss = spy
+
     grpo.main(cfg, rollout=LowIdRollout(_vocab(tiny_dir), 4, 3, 8, harness_error_at=(1, 1)), say=lambda s: None,
-              trainer_hook=lambda t: seen.setdefault("trainer", t))
+              trainer_hook=watch_the_loss)
     trainer = seen["trainer"]
     [row] = read_metrics(cfg.out)
     assert 0.3 <= row["eval/best_score_mean"] <= 1.3 and row["eval/correct_share"] == 1.0  # held-out eval ran
@@ -75,17 +88,25 @@ def test_trainer_advantages_equal_our_group_normalised_returns(tiny_dir, tmp_pat
     groups = trainer.rollout_func.last_samples
     assert len(groups) == 2 and all(len(g) == 12 for g in groups)  # silu twice: two groups of 4 × 3
     assert [s.completion_ids for s in groups[0]] != [s.completion_ids for s in groups[1]]  # own seeds
-    trl_adv = trainer.last_advantages.tolist()
+    trl_adv: dict[tuple, list[float]] = {}
+    for b in seen["loss_inputs"]:
+        for i, adv in enumerate(b["advantages"].tolist()):
+            key = (tuple(b["prompt_ids"][i][b["prompt_mask"][i].bool()].tolist()),
+                   tuple(b["completion_ids"][i][b["completion_mask"][i].bool()].tolist()))
+            trl_adv.setdefault(key, []).append(adv)
     flat = [s for g in groups for s in g]
-    assert len(trl_adv) == len(flat)
-    unknown = [i for i, s in enumerate(flat) if s.reward is None]
-    assert len(unknown) == 2 and all(flat[i].status == "harness_error" for i in unknown)
-    assert all(trl_adv[i] == 0.0 for i in unknown)  # excluded, not scored 0
+    assert sum(len(v) for v in trl_adv.values()) == len(flat)
+    unknown = [s for s in flat if s.reward is None]
+    assert len(unknown) == 2 and all(s.status == "harness_error" for s in unknown)
     known = [(s.group, s.reward) for s in flat if s.reward is not None]
     ours = iter(advantages_by_task(known, eps=1e-4))
-    for i, s in enumerate(flat):
-        if s.reward is not None:
-            assert trl_adv[i] == pytest.approx(next(ours), abs=1e-5)
+    expected: dict[tuple, list[float]] = {}
+    for s in flat:  # a harness_error turn: excluded from its group (advantage 0), not scored 0
+        expected.setdefault((tuple(s.prompt_ids), tuple(s.completion_ids)), []).append(
+            0.0 if s.reward is None else next(ours))
+    assert trl_adv.keys() == expected.keys()
+    for key, advs in expected.items():
+        assert sorted(trl_adv[key]) == pytest.approx(sorted(advs), abs=1e-5)
     # the rewards are the discounted returns of the run's scores (0.3 + low-id share)
     by_traj = {}
     for s in groups[0]:
@@ -128,6 +149,59 @@ def test_unknown_rollout_logprobs_reach_trl_as_nan(tiny_dir):
     assert known == [-0.5, -0.25, -1.0]
     assert len(unknown) == 3 and all(math.isnan(x) for x in unknown)
     assert len(filler) == 1 and math.isnan(filler[0]) and out["env_mask"][2] == [0]
+
+
+def test_step_callback_adds_the_projects_metrics_to_trls_logs(tmp_path):
+    """The rollout's metrics reach the row through the public callback path: `on_log` extends the `logs` TRL's
+    `Trainer.log` passed (in place, so later callbacks see them), averages repeated values, empties the
+    buffer on every process, and leaves the closing summary alone."""
+    from transformers import TrainerControl, TrainerState
+
+    from train.metrics_log import PendingMetrics
+    from train.trainer import make_callbacks
+
+    metrics = PendingMetrics()
+    cfg = TrainConfig(tensorboard=False, grad_steps_per_batch=1)
+    [callback] = make_callbacks(cfg, str(tmp_path), None, metrics, say=lambda s: None)
+    state, control = TrainerState(), TrainerControl()
+    state.is_world_process_zero, state.global_step = True, 1
+    callback.on_train_begin(None, state, control)
+    metrics.record("perf/eval_wait_share", 0.25)
+    metrics.record("perf/eval_wait_share", 0.75)
+    metrics.record("rollout/logprob_gap_mean", 1e-7)
+    logs = {"loss": 0.5}
+    callback.on_log(None, state, control, logs=logs)
+    assert logs == {"loss": 0.5, "perf/eval_wait_share": 0.5, "rollout/logprob_gap_mean": 1e-7}
+    [row] = read_metrics(str(tmp_path))
+    assert row["perf/eval_wait_share"] == 0.5 and row["loss/policy"] == 0.5 and row["step"] == 0
+    assert metrics.take() == {}
+    metrics.record("reward/mean_score", 1.0)
+    summary = {"train_runtime": 3.0}
+    callback.on_log(None, state, control, logs=summary)
+    assert summary == {"train_runtime": 3.0}
+    other = make_callbacks(cfg, str(tmp_path / "rank1"), None, metrics, say=lambda s: None)[0]
+    state.is_world_process_zero = False
+    other.on_train_begin(None, state, control)
+    other.on_log(None, state, control, logs={"loss": 0.1})  # a process that writes no rows still empties its buffer
+    assert metrics.take() == {}
+    with pytest.raises(ValueError, match="non-finite"):
+        metrics.record("rollout/advantage_std", math.nan)
+
+
+def test_rollout_knows_each_rows_task_from_its_prompt(tiny_dir):
+    """TRL hands `rollout_func` the prompts alone: the dataset's prompt names the task, and a prompt of no
+    task of the run is an error, not a guess."""
+    from transformers import AutoTokenizer
+
+    from kernelbench.tasks.catalog import find_task
+    from train.multiturn_rollout import MultiTurnRollout, task_prompt
+
+    tasks = [find_task("L1/01_relu", "builtin"), find_task("L1/03_silu", "builtin")]
+    rollout = MultiTurnRollout(TrainConfig(), rollout=None, tasks=tasks, tokenizer=AutoTokenizer.from_pretrained(tiny_dir))
+    rows = grpo.task_dataset(tasks, 4)
+    assert [rollout.task_of(r["prompt"]).id for r in rows] == ["L1/01_relu", "L1/03_silu"] * 2
+    with pytest.raises(RuntimeError, match="names no task"):
+        rollout.task_of(task_prompt("L1/99_unknown"))
 
 
 @pytest.mark.parametrize("preset,world", [("cpu-tiny", 1), ("cpu-tiny", 2), ("qwen3-8b-8gpu", 4),
@@ -292,6 +366,8 @@ def test_two_step_run_with_the_real_harness(tmp_path, build_cache_dir):
     records = read_metrics(cfg.out)
     assert [r["step"] for r in records] == [0, 1]
     assert all(math.isclose(sum(v for k, v in r.items() if k.startswith("rollout/status_")), 1.0) for r in records)
+    for key in ("perf/eval_wait_share", "perf/rollout_s", "reward/mean_score", "rollout/advantage_std", "loss/policy"):
+        assert all(key in r for r in records), key  # the rollout's metrics reach every row beside TRL's
     assert os.listdir(os.path.join(cfg.out, "tb"))
 
 

@@ -12,6 +12,7 @@ from agent.hf_backend import HFPolicy
 from agent.policy import SamplingConfig
 from agent.prompts import PromptSettings, build_messages
 from agent.strategies import parallel
+from rewards import ScoreConfig
 from tests.test_episode import FAST_SRC, RELU_TASK, RELU_TASK_SRC, ScriptedEvaluator
 from train.tiny_model import TinyModelConfig, build_tiny
 
@@ -81,7 +82,7 @@ def test_hf_policy_runs_an_episode_end_to_end(tiny, tmp_path, build_cache_dir):
     else:
         evaluator = ScriptedEvaluator()
     runner = EpisodeRunner(tiny, evaluator, turns=2, sampling=SamplingConfig(max_tokens=16, seed=1),
-                           prompt_settings=SETTINGS, log_path=str(tmp_path / "t.jsonl"))
+                           prompt_settings=SETTINGS, score=ScoreConfig().score, log_path=str(tmp_path / "t.jsonl"))
     assert runner.count_tokens == tiny.count_tokens
     try:
         trajs = parallel(runner, [RELU_TASK], trajectories=2)

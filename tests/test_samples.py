@@ -41,7 +41,7 @@ def test_rewards_are_discounted_returns_of_scores_under_the_runs_weight():
     [samples] = build_samples([[traj]], _encode, scoring=ScoreConfig(correctness_weight=1.0), gamma=0.4)
     assert [s.score for s in samples] == pytest.approx([0.0, 2.0, 1.3])
     assert [s.reward for s in samples] == pytest.approx([0.4 * 2.0 + 0.16 * 1.3, 2.0 + 0.4 * 1.3, 1.3])
-    [default] = build_samples([[traj]], _encode, gamma=0.4)
+    [default] = build_samples([[traj]], _encode, scoring=ScoreConfig(), gamma=0.4)
     assert default[1].score == pytest.approx(1.3)  # Kevin's 0.3 only when the run says so
 
 
@@ -50,7 +50,8 @@ def test_a_harness_error_turn_is_unknown_not_zero():
     new_status = EvalResult(status="harness_error")
     for failed in (bad, new_status):
         traj = Trajectory("A", "0", (_turn(0, 1.0), _turn(1, None, result=failed), _turn(2, 2.0)))
-        [s] = build_samples([[traj, Trajectory("A", "1", (_turn(0, 0.5), _turn(1, 0.5), _turn(2, 0.5)))]], _encode)
+        [s] = build_samples([[traj, Trajectory("A", "1", (_turn(0, 0.5), _turn(1, 0.5), _turn(2, 0.5)))]], _encode,
+                            scoring=ScoreConfig())
         assert s[1].reward is None and s[1].score is None and s[1].status == "harness_error" and s[1].advantage == 0.0
         assert s[0].reward == pytest.approx(1.3 + 0.16 * 2.3)  # the unknown term is dropped, not scored
 
@@ -58,14 +59,14 @@ def test_a_harness_error_turn_is_unknown_not_zero():
 def test_advantages_are_normalised_within_each_group_only():
     a = [Trajectory("A", "0/0", (_turn(0, 1.0),)), Trajectory("A", "0/1", (_turn(0, None),))]
     b = [Trajectory("B", "1/0", (_turn(0, 5.0),)), Trajectory("B", "1/1", (_turn(0, 5.0),))]
-    ga, gb = build_samples([a, b], _encode)
+    ga, gb = build_samples([a, b], _encode, scoring=ScoreConfig())
     assert ga[0].advantage > 0 > ga[1].advantage and [s.group for s in ga + gb] == [0, 0, 1, 1]
     assert [s.advantage for s in gb] == [0.0, 0.0]
 
 
 def test_inherited_turns_are_context_not_samples():
     traj = Trajectory("A", "r1/0", (_turn(0, 2.0), _turn(1, None)), inherited_turns=1)
-    [samples] = build_samples([[traj]], _encode)
+    [samples] = build_samples([[traj]], _encode, scoring=ScoreConfig())
     assert [s.turn_index for s in samples] == [1] and samples[0].prompt_ids == (1, 2)
 
 
@@ -101,7 +102,8 @@ TASK2 = Task(id="L1/y", level=1, name="y", origin="test", source="import torch\n
 
 def _runner(policy, evaluator, turns=2, **kw):
     return EpisodeRunner(policy, evaluator, turns=turns, sampling=SamplingConfig(max_tokens=8, seed=5),
-                         prompt_settings=PromptSettings(device="cpu", hardware="test"), **kw)
+                         prompt_settings=PromptSettings(device="cpu", hardware="test"),
+                         **{"score": ScoreConfig().score, **kw})
 
 
 def test_every_prompt_of_a_run_gets_its_own_seed():
@@ -126,7 +128,7 @@ def test_a_task_drawn_twice_in_one_batch_gives_two_full_groups():
 
     ev = InstantEvaluator()
     rollout = HarnessRollout(evaluator=ev, trajectories=3, turns=2, sampling=SamplingConfig(max_tokens=8),
-                             prompt_settings=PromptSettings(device="cpu", hardware="test"))
+                             prompt_settings=PromptSettings(device="cpu", hardware="test"), score=ScoreConfig().score)
     trajs = rollout.collect(RecordingPolicy(), [TASK, TASK2, TASK], step=0, seed=1)
     assert len(trajs) == 9 and len({(t.task_id, t.traj_id) for t in trajs}) == 9
     assert [t.task_id for t in trajs] == ["L1/x"] * 3 + ["L1/y"] * 3 + ["L1/x"] * 3

@@ -20,6 +20,7 @@ from agent.strategies import beam
 from agent.trajectory import TrajectoryLog
 from kernelbench.harness.result import EvalResult
 from kernelbench.tasks.task import Task
+from rewards import ScoreConfig
 from tests.test_episode import RELU_TASK_SRC, answer
 
 BASE_SEED = 7
@@ -105,7 +106,8 @@ class DelayedEvaluator:
 def runner(policy, evaluator, tmp_path=None, *, turns=2, streaming=True, name="t.jsonl", **kw) -> EpisodeRunner:
     return EpisodeRunner(policy, evaluator, turns=turns, sampling=SamplingConfig(max_tokens=64, seed=BASE_SEED),
                          prompt_settings=PromptSettings(device="cpu", hardware="test cpu"),
-                         log_path=str(tmp_path / name) if tmp_path else "", streaming=streaming, **kw)
+                         log_path=str(tmp_path / name) if tmp_path else "", streaming=streaming,
+                         **{"score": ScoreConfig().score, **kw})
 
 
 def jobs(tasks=TASKS[:1], n=2) -> list[Job]:
@@ -291,7 +293,7 @@ def test_the_lockstep_switch_reaches_the_runner_from_train_bench_and_optimize(tm
     for streaming in (False, True):
         policy = SeedPolicy(slow={(0, 0, 0)})
         rollout = HarnessRollout(evaluator=DelayedEvaluator(), trajectories=2, turns=2,
-                                 sampling=SamplingConfig(max_tokens=8), streaming=streaming,
+                                 sampling=SamplingConfig(max_tokens=8), streaming=streaming, score=ScoreConfig().score,
                                  prompt_settings=PromptSettings(device="cpu", hardware="test"))
         rollout.collect(policy, TASKS, step=0, seed=BASE_SEED)
         if streaming:  # both tasks' first turns in one call

@@ -24,6 +24,11 @@ This file reads top to bottom: setup, then `main`. Its parts live beside it, one
 rollout function and its metrics), `train/generation.py` (the policies a rollout samples from) and
 `train/trainer.py` (the `GRPOTrainer` subclass and the per-step metrics callback).
 
+TRL is touched through its public API only: `rollout_func` (which sees the prompts alone, so each dataset row's
+prompt names its task: `task_prompt`), a reward function, `compute_loss` and callbacks. The project's metrics
+travel in a `PendingMetrics` the rollout, the held-out evaluation and the loss hook record in, and that the
+step callback adds to each log row's `logs`.
+
 Steps: one step is one batch (one rollout), `grad_steps_per_batch` optimizer steps of TRL. Metrics,
 checkpoints and `--resume` count in steps; TRL's checkpoint folders count optimizer steps.
 """
@@ -44,7 +49,8 @@ from train.config import TrainConfig, validate_train
 from train.generation import generation_policy
 from train.layout import Layout, check_launch, evaluation_gpus, launched_sharding
 from train.layout import resolve as resolve_layout
-from train.multiturn_rollout import MultiTurnRollout, scoring_of
+from train.metrics_log import PendingMetrics
+from train.multiturn_rollout import MultiTurnRollout, scoring_of, task_prompt
 from train.rollout import Rollout
 from train.saving import save_final
 from train.trainer import make_callbacks, make_trainer_class
@@ -107,8 +113,7 @@ def task_dataset(tasks: Sequence[Task], tasks_per_batch: int) -> Any:
 
     reps = tasks_per_batch // math.gcd(len(tasks), tasks_per_batch)
     rows = [t for _ in range(reps) for t in tasks]
-    return Dataset.from_list([{"prompt": [{"role": "user", "content": f"Optimise task {t.id}."}], "task_id": t.id}
-                              for t in rows])
+    return Dataset.from_list([{"prompt": task_prompt(t.id)} for t in rows])
 
 
 def turn_reward(completions: list, turn_reward: list, **_: Any) -> list[float | None]:
@@ -176,13 +181,15 @@ def main(config: TrainConfig, *, resume: bool = False, rollout: Rollout | None =
     model, tokenizer, rollout_tokenizer = load_model(config)
     tasks = resolve_tasks(config.tasks)
     rollout = rollout or make_harness_rollout(config, out, rank=rank)
+    metrics = PendingMetrics()  # rollout, held-out eval and loss hook -> the step's log row (StepMetrics.on_log)
     rollout_func = MultiTurnRollout(config, rollout, tasks, rollout_tokenizer,
-                                    openings_path=os.path.join(out, "openings.json"))
-    eval_fn = HeldOutEval(config, rollout, rollout_tokenizer) if config.eval_every else None
+                                    openings_path=os.path.join(out, "openings.json"), metrics=metrics)
+    eval_fn = HeldOutEval(config, rollout, rollout_tokenizer, metrics) if config.eval_every else None
     trainer = make_trainer_class()(model=model, reward_funcs=[turn_reward], args=args,
                                    train_dataset=task_dataset(tasks, config.tasks_per_batch),
-                                   processing_class=tokenizer, rollout_func=rollout_func,
-                                   peft_config=peft_config_of(config), callbacks=make_callbacks(config, out, eval_fn, say))
+                                   processing_class=tokenizer, rollout_func=rollout_func, metrics=metrics,
+                                   peft_config=peft_config_of(config),
+                                   callbacks=make_callbacks(config, out, eval_fn, metrics, say))
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # our callback prints one line per step
@@ -213,8 +220,8 @@ class HeldOutEval:
     all processes must generate the same number of times); the results are gathered. `trainer` is set once
     the trainer exists (the trainer's callbacks hold this object before it does)."""
 
-    def __init__(self, config: TrainConfig, rollout: Rollout, tokenizer: Any):
-        self.config, self.rollout, self.tokenizer = config, rollout, tokenizer
+    def __init__(self, config: TrainConfig, rollout: Rollout, tokenizer: Any, metrics: PendingMetrics):
+        self.config, self.rollout, self.tokenizer, self.metrics = config, rollout, tokenizer, metrics
         self.tasks = resolve_tasks(config.eval_tasks)[:config.eval_limit or None]
         self.trainer: Any = None
 
@@ -231,7 +238,17 @@ class HeldOutEval:
         quiet = replace(self.rollout, log_dir="") if hasattr(self.rollout, "log_dir") else self.rollout
         with generation_policy(trainer, self.tokenizer, self.config.backend) as policy:
             trajs = quiet.collect(policy, mine, state.global_step, 7 + state.global_step + 1009 * rank)
-        local = [(t.best_score, t.correct) for t in trajs]
-        rows = [r for part in gather_object([local]) for r in part] if world > 1 else local
-        trainer.record("eval/best_score_mean", sum(r[0] for r in rows) / max(1, len(rows)))
-        trainer.record("eval/correct_share", sum(r[1] for r in rows) / max(1, len(rows)))
+        local = [HeldOutRow(best_score=t.best_score, correct=t.correct) for t in trajs]
+        rows: list[HeldOutRow] = [r for part in gather_object([local]) for r in part] if world > 1 else local
+        self.metrics.record("eval/best_score_mean", sum(r.best_score for r in rows) / max(1, len(rows)))
+        self.metrics.record("eval/correct_share", sum(r.correct for r in rows) / max(1, len(rows)))
+
+
+@dataclass(frozen=True)
+class HeldOutRow:
+    """One held-out trajectory as every process sends it to the others (`gather_object`)."""
+
+    best_score: float
+    """Its best turn's score under the run's reward settings."""
+    correct: bool
+    """Some turn of it was correct."""

@@ -8,6 +8,7 @@ of responses not opening with the base model's usual opening rose ~15 steps befo
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections import Counter
@@ -54,6 +55,29 @@ def repetition_rate(token_ids: Sequence[int], n: int = 4) -> float:
     if not grams:
         return 0.0
     return 1.0 - len(set(grams)) / len(grams)
+
+
+class PendingMetrics:
+    """The project's metric values since the last log row: the rollout (`reward/`, `rollout/`, `perf/`), the
+    held-out evaluation (`eval/`) and the loss hook record here, and the step callback adds their means to the
+    `logs` TRL's `Trainer.log` hands it (`train.trainer.make_callbacks`). TRL's own metrics need nothing of
+    this: they arrive in those `logs` already. Several values of one name in a row are averaged, as TRL
+    averages its own."""
+
+    def __init__(self) -> None:
+        self._values: dict[str, list[float]] = {}
+
+    def record(self, name: str, value: float) -> None:
+        value = float(value)
+        if not math.isfinite(value):
+            raise ValueError(f"metric {name!r}: non-finite value {value!r}")
+        self._values.setdefault(name, []).append(value)
+
+    def take(self) -> dict[str, float]:
+        """Each metric's mean since the last `take`; the buffer is left empty."""
+        means = {k: sum(v) / len(v) for k, v in self._values.items()}
+        self._values = {}
+        return means
 
 
 class MetricsLogger:

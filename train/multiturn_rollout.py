@@ -1,5 +1,6 @@
 """TRL's `rollout_func`: the batch's tasks run as multi-turn episodes, one training sample per turn, in
-TRL's slots; and the batch's reward/, rollout/ and perf/ metrics."""
+TRL's slots; and the batch's reward/, rollout/ and perf/ metrics, recorded for the step's log row
+(`train.metrics_log.PendingMetrics`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from agent.trajectory import Trajectory
 from kernelbench.tasks.task import Task
 from train.config import TrainConfig
 from train.generation import chat_ids, generation_policy
-from train.metrics_log import departing_share, repetition_rate, usual_openings
+from train.metrics_log import PendingMetrics, departing_share, repetition_rate, usual_openings
 from train.rollout import Rollout
 from train.samples import TurnSample, build_samples
 
@@ -29,6 +30,17 @@ def scoring_of(config: TrainConfig) -> Any:
     return config.score
 
 
+def task_prompt(task_id: str) -> list[dict[str, str]]:
+    """A task's row in the training dataset: a stand-in prompt that names the task. TRL 1.16 hands
+    `rollout_func` the prompts alone (no other dataset column), so the prompt is how the rollout knows its
+    task (`MultiTurnRollout.task_of`); each turn's real context is built by the episode."""
+    return [{"role": "user", "content": f"Optimise task {task_id}."}]
+
+
+def _prompt_key(conversation: Sequence[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    return tuple((str(m["role"]), str(m["content"])) for m in conversation)
+
+
 class MultiTurnRollout:
     """TRL's `rollout_func`: the batch's tasks → multi-turn episodes → one sample per turn, in TRL's slots.
 
@@ -38,9 +50,11 @@ class MultiTurnRollout:
     """
 
     def __init__(self, config: TrainConfig, rollout: Rollout, tasks: Sequence[Task], tokenizer: Any, *,
-                 openings_path: str = ""):
+                 openings_path: str = "", metrics: PendingMetrics | None = None):
         self.config, self.rollout, self.tokenizer = config, rollout, tokenizer
-        self.tasks = {t.id: t for t in tasks}
+        self.by_prompt = {_prompt_key(task_prompt(t.id)): t for t in tasks}
+        self.metrics = metrics or PendingMetrics()
+        """Where the batch's metrics go; the trainer's step callback takes them into the log row."""
         self.scoring = scoring_of(config)
         self.openings_path = openings_path
         self.openings: tuple[str, ...] = ()
@@ -51,15 +65,19 @@ class MultiTurnRollout:
     def encode_prompt(self, conversation: Any) -> list[int]:
         return chat_ids(self.tokenizer, conversation)
 
+    def task_of(self, prompt: Sequence[dict[str, Any]]) -> Task:
+        """The task a dataset prompt names (`task_prompt`); a prompt of no task of this run is an error."""
+        task = self.by_prompt.get(_prompt_key(prompt))
+        if task is None:
+            raise RuntimeError(f"the prompt {prompt!r} names no task of this run (rows come from task_prompt)")
+        return task
+
     def __call__(self, prompts: list, trainer: Any) -> dict[str, list]:
-        inputs = getattr(trainer, "rollout_inputs", None)
-        if inputs is None or len(inputs) != len(prompts):
-            raise RuntimeError("the trainer did not pass the batch's task ids (use KernelGRPOTrainer)")
         g = self.config.samples_per_task
-        ids = [x["task_id"] for x in inputs]
+        ids = [self.task_of(p).id for p in prompts]
         if len(ids) % g or any(len(set(ids[i:i + g])) != 1 for i in range(0, len(ids), g)):
             raise RuntimeError(f"batch does not come in blocks of {g} identical tasks: {ids}")
-        tasks = [self.tasks[ids[i]] for i in range(0, len(ids), g)]
+        tasks = [self.task_of(prompts[i]) for i in range(0, len(ids), g)]
         step = trainer.state.global_step // self.config.grad_steps_per_batch
         rank = trainer.accelerator.process_index
         seed = self.config.seed * 1_000_003 + step * 10_007 + rank * 104_729
@@ -73,7 +91,7 @@ class MultiTurnRollout:
                                 return_mode=self.config.return_mode)
         self.last_samples = samples
         out = self.to_trl(samples, g)
-        self.log_metrics(trainer, samples, trajs, wall_s)
+        self.record_metrics(trainer, samples, trajs, wall_s)
         return out
 
     def to_trl(self, groups: list[list[TurnSample]], g: int) -> dict[str, list]:
@@ -105,8 +123,9 @@ class MultiTurnRollout:
             del out["env_mask"]  # without fillers TRL counts completion lengths itself
         return out
 
-    def log_metrics(self, trainer: Any, groups: list[list[TurnSample]], trajs: list[Trajectory], wall_s: float) -> None:
-        """reward/, rollout/ and perf/ of this batch over every rank (gathered), into the step's log row."""
+    def record_metrics(self, trainer: Any, groups: list[list[TurnSample]], trajs: list[Trajectory], wall_s: float) -> None:
+        """reward/, rollout/ and perf/ of this batch over every rank (gathered), recorded in `metrics` for the
+        step's log row."""
         from accelerate.utils import gather_object
 
         samples = [s for grp in groups for s in grp]
@@ -145,7 +164,7 @@ class MultiTurnRollout:
             metrics["perf/reused_evaluations_share"] = sum(p.reused for p in every) / submitted
             metrics["perf/remeasured_evaluations"] = float(sum(p.remeasured for p in every))
         for k, v in metrics.items():
-            trainer.record(k, v)
+            self.metrics.record(k, v)
 
 
 @dataclass(frozen=True)

@@ -37,10 +37,10 @@ class HarnessRollout:
     turns: int
     sampling: SamplingConfig
     prompt_settings: PromptSettings
+    score: Callable[[Any], float | None]
+    """Verdict -> score under the run's reward settings (`rewards.ScoreConfig.score`; `train.multiturn_rollout.scoring_of`)."""
     log_dir: str = ""
     """Each step's trajectories go to `log_dir/step_NNNNNN[-rank].jsonl` (a resumed step reuses finished ones)."""
-    score: Callable[[Any], float] | None = None
-    """Verdict -> score under the run's reward settings (`rewards.ScoreConfig.score`)."""
     rank: int = 0
     """Process index; ranks above 0 log to their own file."""
     streaming: bool = True

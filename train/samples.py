@@ -50,14 +50,13 @@ class TurnSample:
     response: str = ""
 
 
-def build_samples(groups: Sequence[Sequence[Trajectory]], encode_prompt, *, scoring: ScoreConfig | None = None,
+def build_samples(groups: Sequence[Sequence[Trajectory]], encode_prompt, *, scoring: ScoreConfig,
                   gamma: float = 0.4, return_mode: str = "sum", eps: float = 1e-4) -> list[list[TurnSample]]:
     """Every new turn of every trajectory as a sample, per group (one group per task slot of the batch).
 
     `encode_prompt(conversation)` gives the ids the policy saw when a completion does not carry them.
     Advantages use `eps` = 1e-4 and the sample std, as TRL's GRPOTrainer does.
     """
-    scoring = scoring or ScoreConfig()
     out: list[list[TurnSample]] = []
     for g, trajs in enumerate(groups):
         rows = []

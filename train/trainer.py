@@ -11,9 +11,8 @@ from typing import Any, Callable
 import torch
 
 from kernelbench.config_files import to_dict
-
 from train.config import TrainConfig
-from train.metrics_log import MetricsLogger
+from train.metrics_log import MetricsLogger, PendingMetrics
 
 TRL_RENAMES = {"loss": "loss/policy", "grad_norm": "loss/grad_norm", "learning_rate": "loss/lr",
                "entropy": "loss/entropy", "kl": "loss/kl", "reward": "reward/trl_mean_return",
@@ -25,63 +24,44 @@ def make_trainer_class():
     from trl import GRPOTrainer
 
     class KernelGRPOTrainer(GRPOTrainer):
-        """GRPOTrainer whose `rollout_func` sees the batch's rows, and which logs what a multi-turn batch needs.
+        """GRPOTrainer that also measures the gap between the trainer's and the rollout's log-probabilities.
 
-        Why a subclass: TRL 1.16 passes `rollout_func` only the prompts, not the other dataset columns, and
-        the multi-turn rollout needs each row's task id (the prompt is a stand-in; each turn's real context
-        is built by the episode). It also records the advantages TRL computed (their share of exact zeros,
-        and the test that they equal `rewards/`'s) and the gap between the trainer's and the rollout's
-        log-probabilities whenever TRL recomputed old log-probs.
-
-        The project's own metrics (`reward/`, `rollout/`, `perf/`, `eval/`) reach the step's log through `record`
-        and `log` (Trainer's public method for what a log row holds), never through TRL's private `_metrics`.
+        Why a subclass: the old log-probs TRL recomputes before the update and the rollout's own reach only the
+        loss's inputs, so this overrides `compute_loss` (transformers' public method for subclasses) to read
+        them, and then calls TRL's. Everything else is public API without a subclass: the task ids reach the
+        rollout in the prompts themselves (`train.multiturn_rollout.task_prompt`), rewards as a rollout field a
+        reward function passes through, and the project's metrics as values in `metrics`
+        (`train.metrics_log.PendingMetrics`) that the step callback adds to the `logs` of TRL's `Trainer.log`.
         """
 
-        rollout_inputs: list | None = None
-        last_advantages: torch.Tensor | None = None
-        recorded: dict[str, list[float]] | None = None
-        """The project's metric values since the last training log row (`record`)."""
+        def __init__(self, *args: Any, metrics: PendingMetrics, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            self.metrics = metrics
 
-        def record(self, name: str, value: float) -> None:
-            """One value of a metric for the next training log row (several are averaged, as TRL's are)."""
-            if self.recorded is None:
-                self.recorded = {}
-            self.recorded.setdefault(name, []).append(float(value))
-
-        def log(self, logs: dict[str, float], *args: Any, **kwargs: Any) -> None:
-            if self.recorded and self.model.training and "train_runtime" not in logs:
-                logs = {**logs, **{k: sum(v) / len(v) for k, v in self.recorded.items()}}
-                self.recorded = {}
-            super().log(logs, *args, **kwargs)
-
-        def _generate_and_score_completions(self, inputs):
-            self.rollout_inputs = inputs
-            try:
-                out = super()._generate_and_score_completions(inputs)
-            finally:
-                self.rollout_inputs = None
-            adv = out.get("advantages")
-            if adv is not None:
-                self.last_advantages = adv.detach().cpu()
-            old, sampled = out.get("old_per_token_logps"), out.get("sampling_per_token_logps")
-            if old is not None and sampled is not None:
-                mask = out["completion_mask"].float() * (~torch.isnan(sampled)).float()  # NaN: log-prob unknown
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            old, sampled = inputs.get("old_per_token_logps"), inputs.get("sampling_per_token_logps")
+            if old is not None and sampled is not None:  # TRL recomputed old log-probs for this batch
+                mask = inputs["completion_mask"].float() * (~torch.isnan(sampled)).float()  # NaN: log-prob unknown
                 gap = (torch.nan_to_num(old - sampled).abs() * mask).sum() / mask.sum().clamp(min=1)
-                self.record("rollout/logprob_gap_mean", float(self.accelerator.gather(gap.reshape(1)).mean()))
-            return out
+                # every process computes the loss of every micro-batch, so the gather is matched on all of them
+                self.metrics.record("rollout/logprob_gap_mean", float(self.accelerator.gather(gap.reshape(1)).mean()))
+            return super().compute_loss(model, inputs, return_outputs=return_outputs,
+                                        num_items_in_batch=num_items_in_batch)
 
     return KernelGRPOTrainer
 
 
 def make_callbacks(config: TrainConfig, out_dir: str, eval_fn: Callable[[Any], None] | None,
-                   say: Callable[[str], None] = print):
+                   metrics: PendingMetrics, say: Callable[[str], None] = print):
     from transformers import TrainerCallback
 
     g = config.grad_steps_per_batch
 
     class StepMetrics(TrainerCallback):
         """One metrics.jsonl row (and TensorBoard scalars) per step, from the main process only; the run's
-        closing summary (TRL's train_runtime etc.) goes to train_summary.json instead of a row."""
+        closing summary (TRL's train_runtime etc.) goes to train_summary.json instead of a row. The project's
+        own metrics (`metrics`) join TRL's in the `logs` of each training log call, extended in place so that
+        every callback after this one sees them too; every process empties its buffer there."""
 
         def __init__(self):
             self.logger: MetricsLogger | None = None
@@ -101,11 +81,15 @@ def make_callbacks(config: TrainConfig, out_dir: str, eval_fn: Callable[[Any], N
                 eval_fn(state)
 
         def on_log(self, args, state, control, logs=None, **kw):
-            if self.logger is None or not logs:
+            if logs is None:
                 return
             if "train_runtime" in logs:
-                with open(os.path.join(out_dir, "train_summary.json"), "w", encoding="utf-8") as f:
-                    json.dump(logs, f, indent=1)
+                if self.logger is not None:
+                    with open(os.path.join(out_dir, "train_summary.json"), "w", encoding="utf-8") as f:
+                        json.dump(logs, f, indent=1)
+                return
+            logs.update(metrics.take())
+            if self.logger is None:
                 return
             row = {}
             for k, v in logs.items():
