@@ -248,7 +248,8 @@ def test_presets_nest_the_shared_settings_and_old_flat_names_fail(tmp_path):
                                          r"train.eval_timing_trials: `eval_timing_trials` is now `eval.timing_trials`"):
         load_config(TrainConfig, str(old), "train")
     old.write_text("train:\n  device: cpu\n  eval:\n    device: cuda\n")
-    assert load_config(TrainConfig, str(old), "train").eval.device == "cpu"
+    with pytest.raises(ValueError, match=r"train.eval.device is set from `train.device` \('cpu'\), got 'cuda'"):
+        load_config(TrainConfig, str(old), "train")
     old.write_text("train:\n  executor: ray\n")
     with pytest.raises(ValueError, match=r"train.executor: Input should be an object \(got 'ray'\)"):
         load_config(TrainConfig, str(old), "train")
