@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
+# Imports inside functions: torch (1-2 s to import) loads when this module's work runs; importing it stays free of
+# torch, and so do the modules that import it at their top.
+
 CONSTANTS = (type(None), bool, int, float, str)
 
 

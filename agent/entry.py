@@ -14,6 +14,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+# Imports inside functions: torch (1-2 s to import) loads when this module's work runs; importing it stays free of
+# torch, and so do the modules that import it at their top.
+
 
 class EntryError(ValueError):
     """An ENTRY that does not name a usable factory; the message is one line naming ENTRY and what is wrong."""

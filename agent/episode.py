@@ -28,6 +28,9 @@ from agent.trajectory import Trajectory, TrajectoryLog, Turn
 from kernelbench.harness.result import EvalResult
 from kernelbench.tasks.task import Task
 
+# Imports inside functions: the evaluator imports torch; the episode's records load without it (`agent.strategies`,
+# `evals.runner`, `train.rollout` import this module at their top).
+
 log = logging.getLogger(__name__)
 
 

@@ -16,11 +16,17 @@ import tempfile
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from agent.call_template import Unextractable, make_template, output_tensors, plain_output
+from agent.call_template import make_template, output_tensors, plain_output, Unextractable
 from agent.entry import Entry
-from agent.hotspots import Hotspots, describe_call
+from agent.hotspots import describe_call, Hotspots
 from agent.task_writer import task_source
-from agent.user_code import ImportPlan, as_a_child_sees, import_plan
+from agent.user_code import as_a_child_sees, import_plan, ImportPlan
+from kernelbench.harness.config import EvalConfig
+from kernelbench.tasks.problem import exec_source
+from kernelbench.tasks.task import TaskFormatError
+
+# Imports inside functions: torch (1-2 s to import) loads when this module's work runs; importing it stays free of
+# torch, and so do the modules that import it at their top.
 
 
 @dataclass(frozen=True)
@@ -81,9 +87,6 @@ def _check_here(source: str, module: Any, call: tuple[Any, Any, Any], tensors: l
     import torch
 
     from kernelbench.harness.compare import compare_outputs
-    from kernelbench.harness.config import EvalConfig
-    from kernelbench.tasks.problem import exec_source
-    from kernelbench.tasks.task import TaskFormatError
 
     try:
         ns = exec_source(source, "<extracted task>", "kernel_agent_extracted")

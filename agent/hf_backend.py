@@ -18,6 +18,9 @@ from typing import Any
 
 from agent.policy import Completion, Conversation, SamplingConfig, inline_reasoning_tokens
 
+# Imports inside functions: torch and transformers (0.1-3 s each to import) load when a local model generates, not
+# when this module is imported for its records and helpers.
+
 
 class HFPolicy:
     """Wraps a loaded model and tokenizer; `generate` pads on the left and samples all prompts together."""

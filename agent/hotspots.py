@@ -15,6 +15,9 @@ from typing import Any, Callable
 
 from agent.entry import Entry
 
+# Imports inside functions: torch (1-2 s to import) loads when this module's work runs; importing it stays free of
+# torch, and so do the modules that import it at their top.
+
 LABEL = "hotspot::"
 """Prefix of the profiler annotations this module opens (`hotspot::layers.3.mlp`; the whole forward: `hotspot::`)."""
 

@@ -18,9 +18,13 @@ import json
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 from typing import Any
 
 from agent.policy import Completion, Conversation, SamplingConfig
+
+# Imports inside functions: the openai client (1 s to import) loads when a request is sent, not when this module is
+# imported for its records and helpers.
 
 
 class OpenAIError(RuntimeError):
@@ -96,7 +100,6 @@ class OpenAIPolicy:
 def _gather(chunks: Any) -> Any:
     """A streamed answer put back together in the shape of a whole reply (content, reasoning, logprobs,
     finish reason, and the usage block the last chunk carries)."""
-    from types import SimpleNamespace
 
     content, reasoning, logprobs, finish, usage = [], [], [], "", None
     for chunk in chunks:

@@ -18,14 +18,16 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import pydantic.dataclasses
-from pydantic import ConfigDict, Field, TypeAdapter, ValidationInfo, field_validator
+import torch
+from pydantic import ConfigDict, Field, field_validator, TypeAdapter, ValidationInfo
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from agent.backends import Backend, make_policy
 from agent.episode import EpisodeRunner, SubmitsEvaluations
 from agent.policy import Policy, SamplingConfig
 from agent.prompts import PromptSettings
 from agent.report import Best, write_report
-from agent.strategies import SearchBudget, Strategy, search
+from agent.strategies import search, SearchBudget, Strategy
 from agent.trajectory import Trajectory, Turn
 from kernelbench.executors.executor import ExecutorConfig, make_evaluator
 from kernelbench.harness.config import Device, EvalConfig
@@ -115,8 +117,6 @@ def describe_hardware(device: str) -> str:
     """What the kernels will run on, for the prompt: the GPU's name, or the CPU model."""
     if device == "cuda":
         try:
-            import torch
-
             if torch.cuda.is_available():
                 return torch.cuda.get_device_name(0)
         except Exception:
@@ -136,8 +136,6 @@ class _Progress:
     """Live line: kernels done, statuses so far, best speedup (rich)."""
 
     def __init__(self, total: int, console: Any = None):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
         self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                             TimeElapsedColumn(), console=console, transient=False)
         self.task = self.bar.add_task("starting", total=total)

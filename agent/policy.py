@@ -13,6 +13,8 @@ from typing import Any, Callable, Protocol, runtime_checkable
 import pydantic
 import pydantic.dataclasses
 
+from agent.parsing import strip_reasoning
+
 Message = dict[str, str]
 """One chat message: `{"role": "system" | "user" | "assistant", "content": "..."}`."""
 Conversation = list[Message]
@@ -102,6 +104,5 @@ def inline_reasoning_tokens(text: str, count_tokens: Callable[[str], int]) -> in
     """Tokens of the inline `<think>` blocks of an answer: its count less that of the answer without them."""
     if "think" not in text.lower():
         return 0
-    from agent.parsing import strip_reasoning
 
     return max(0, count_tokens(text) - count_tokens(strip_reasoning(text)))

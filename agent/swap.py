@@ -22,6 +22,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from agent.call_template import flatten_call, output_tensors
+from kernelbench.harness.config import EvalConfig
+from kernelbench.tasks.problem import exec_source
+from kernelbench.tasks.task import TaskFormatError
+
+# Imports inside functions: torch (1-2 s to import) loads when this module's work runs; importing it stays free of
+# torch, and so do the modules that import it at their top.
 
 
 class SwapError(ValueError):
@@ -57,8 +63,6 @@ class OptimizedRun:
 
 def read_run(run_dir: str) -> OptimizedRun:
     """`best.py` and the task file of an `optimize` run on an extracted task; SwapError otherwise."""
-    from kernelbench.tasks.problem import exec_source
-    from kernelbench.tasks.task import TaskFormatError
 
     if not os.path.isdir(run_dir):
         raise SwapError(f"{run_dir}: not a folder (expected an `optimize --out` folder)")
@@ -86,8 +90,6 @@ def read_run(run_dir: str) -> OptimizedRun:
 
 def build_kernel(run: OptimizedRun, original: Any, device: str) -> Any:
     """`ModelNew` of `run`, with `original`'s weights, called as `original` is called."""
-    from kernelbench.tasks.problem import exec_source
-    from kernelbench.tasks.task import TaskFormatError
 
     try:
         ns = exec_source(run.solution, os.path.join(run.run_dir, "best.py"), "kernel_agent_swap_solution")
@@ -125,7 +127,6 @@ def swap_in(model: Any, at: str, run_dir: str, args: tuple[Any, ...] = (), kwarg
     import torch
 
     from kernelbench.harness.compare import compare_outputs
-    from kernelbench.harness.config import EvalConfig
 
     kwargs = kwargs or {}
     if not at:

@@ -21,11 +21,16 @@ from __future__ import annotations
 
 import base64
 import copy
+import inspect
 import io
 import textwrap
 from typing import Any
 
+from agent.call_template import Unextractable
 from agent.user_code import ImportPlan
+
+# Imports inside functions: torch (1-2 s to import) loads when this module's work runs; importing it stays free of
+# torch, and so do the modules that import it at their top.
 
 MAX_EMBEDDED = 1 << 16
 """Elements of a buffer or a non-floating input written into the file by value, at most; more is unextractable."""
@@ -171,8 +176,6 @@ def blob_of(module: Any, tensors: list[Any]) -> tuple[str, list[tuple[Any, ...]]
     non-floating input too large to write by value, a structure that does not pickle)."""
     import torch
 
-    from agent.call_template import Unextractable
-
     buffers = {}
     for name, b in module.named_buffers():
         if b.numel() > MAX_EMBEDDED:
@@ -207,7 +210,6 @@ def state_lines(module: Any) -> str:
 def class_sources(module: Any) -> str:
     """The source of each class in the submodule's tree outside `torch` (what its forward computes), as comment
     lines, within `SOURCE_LIMIT` characters."""
-    import inspect
 
     seen, parts = set(), []
     for m in module.modules():

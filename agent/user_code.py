@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.call_template import Unextractable
+from kernelbench.harness.isolation.bwrap import hidden_roots
 
 MAX_SOURCE_CHARS = 2_000_000
 """Characters of user source one task file carries, at most (a whole package of ordinary size fits)."""
@@ -48,8 +49,6 @@ def _under(path: str, roots: list[str] | tuple[str, ...]) -> bool:
 
 
 def _hidden_roots() -> tuple[str, ...]:
-    from kernelbench.harness.isolation.bwrap import hidden_roots
-
     return hidden_roots()
 
 

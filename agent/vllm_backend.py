@@ -15,6 +15,9 @@ from typing import Any
 
 from agent.policy import Completion, Conversation, SamplingConfig, inline_reasoning_tokens
 
+# Imports inside functions: optional or GPU-only libraries (vLLM, the `gpu` extra) are imported only where they are
+# used, so a machine without them runs everything else.
+
 
 class VLLMPolicy:
     """`generate` groups identical prompts, asks for `n` samples of each, and returns them in input order."""

@@ -14,6 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 
+from agent.entry import EntryError, load_entry
+from agent.swap import read_run, swap_in, SwapError
+from cli import checks
+from cli.main import UsageError
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("apply", help="swap an optimized submodule into your model and measure the whole forward",
@@ -30,11 +35,6 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from agent.entry import EntryError, load_entry
-    from agent.swap import SwapError, read_run, swap_in
-    from cli import checks
-    from cli.main import UsageError
-
     if args.repeats < 1:
         raise UsageError("--repeats must be at least 1")
     checks.torch_device(args)

@@ -18,7 +18,19 @@ import json
 import os
 import sys
 
-from cli.main import UsageError, add_executor_options
+from cli import checks
+from cli.checks import ServerError
+from cli.eval_cmd import add_profile_option
+from cli.main import add_executor_options, UsageError
+from evals import sweep
+from evals.compare import compare, CompareError
+from evals.metrics import compute_metrics
+from evals.report import summary_line, write_report
+from evals.results_log import BenchError, ResultsLog
+from evals.tracking import require_tracker, TrackerError
+
+# Imports inside functions: each command loads what it needs when it runs: `kernel-agent --help`, a mistyped flag
+# and `kernel-agent tasks` answer without torch.
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
@@ -62,7 +74,6 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     add_cost_options(p)
     p.add_argument("--report-to", default="", choices=("", "wandb", "trackio"),
                    help="also send the metrics to this tracker (optional extra: pip install -e '.[wandb]')")
-    from cli.eval_cmd import add_profile_option
 
     add_profile_option(p)
 
@@ -91,7 +102,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def config_from(args: argparse.Namespace, **changes):
     """The run's `BenchConfig`: the flags gathered into its fields and validated as a preset is
     (`train.config.validate`), so a bad value names its key; `changes` (a sweep's largest grid point) last."""
-    from cli import checks
     from evals.runner import BenchConfig
     from kernelbench.config_files import ConfigError, validate
 
@@ -117,10 +127,8 @@ def config_from(args: argparse.Namespace, **changes):
 def check_before_work(cfg) -> None:
     """Everything that can be known wrong before baselines or model calls: the device, the output folder,
     the model server and model, then the harness preflight (cli.checks)."""
-    from cli import checks
 
     if cfg.report_to:  # a tracker that is not installed is known at once
-        from evals.tracking import TrackerError, require_tracker
 
         try:
             require_tracker(cfg.report_to)
@@ -142,9 +150,6 @@ def check_before_work(cfg) -> None:
 
 def _run(args: argparse.Namespace, **changes) -> int:
     from agent.openai_backend import OpenAIError
-    from cli.checks import ServerError
-    from evals.report import summary_line
-    from evals.results_log import BenchError
     from evals.runner import run_bench
 
     cfg = config_from(args, **changes)
@@ -162,8 +167,6 @@ def _run(args: argparse.Namespace, **changes) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from evals.compare import CompareError, compare
-
     try:
         compare(args.dirs, allow_mixed=args.allow_mixed, out=args.compare_out)
     except CompareError as e:
@@ -173,11 +176,6 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from evals import sweep
-    from evals.metrics import compute_metrics
-    from evals.report import write_report
-    from evals.results_log import ResultsLog
-
     try:
         n_grid, t_grid = sweep.parse_grid(args.trajectories_grid), sweep.parse_grid(args.turns_grid)
     except ValueError as e:

@@ -10,6 +10,9 @@ import urllib.request
 
 from cli.main import UsageError
 
+# Imports inside functions: each command loads what it needs when it runs: `kernel-agent --help`, a mistyped flag
+# and `kernel-agent tasks` answer without torch.
+
 
 class ServerError(Exception):
     """The model server cannot be used (unreachable, unknown model): one line, exit 3."""

@@ -13,9 +13,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from dataclasses import replace
 
+from cli import checks
 from cli.main import UsageError
+from kernelbench.harness import static_checks
+from kernelbench.harness.build.nvcc_check import nvcc_compile_check
+from kernelbench.harness.feedback import render
+from kernelbench.harness.isolation import sandbox
+from kernelbench.harness.result import COMPILE_ERROR, COMPILED, Conditions, EvalResult, REJECTED
+from kernelbench.tasks.task import TaskFormatError
+from kernelbench.tasks.task_file import read_task_file, TaskFileError
+
+# Imports inside functions: each command loads what it needs when it runs: `kernel-agent --help`, a mistyped flag
+# and `kernel-agent tasks` answer without torch.
 
 
 def add_parser(subparsers) -> None:
@@ -45,8 +57,6 @@ def resolve_task(spec: str, what: str = "--task"):
     if not os.path.exists(spec) and (spec.endswith(".py") or spec.startswith(("/", "./", "../", "~"))):
         raise UsageError(f"{what} {spec}: file not found")
     if os.path.isfile(spec):
-        from kernelbench.tasks.task_file import TaskFileError, read_task_file
-
         try:
             return read_task_file(spec)
         except TaskFileError as e:
@@ -79,10 +89,6 @@ def _summary(task_id: str, r) -> str:
 def compile_only_result(check, src: str):
     """The nvcc check as an `EvalResult`, the shape every other evaluation prints: `compiled` and the status
     (`correct` is never claimed: nothing ran), the static checks' flags, the compile time, the log."""
-    from kernelbench.harness import static_checks
-    from kernelbench.harness.isolation import sandbox
-    from kernelbench.harness.feedback import render
-    from kernelbench.harness.result import COMPILE_ERROR, COMPILED, REJECTED, Conditions, EvalResult
 
     reasons = {v.flag: v.reason for v in static_checks.check_source(src, "cuda")}
     status = COMPILE_ERROR if not check.ok else (REJECTED if reasons else COMPILED)
@@ -93,8 +99,6 @@ def compile_only_result(check, src: str):
 
 
 def _compile_only(args, src: str) -> int:
-    from kernelbench.harness.build.nvcc_check import nvcc_compile_check
-
     try:
         check = nvcc_compile_check(src)
     except FileNotFoundError as e:  # no compiler is not a verdict on the candidate
@@ -116,7 +120,6 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"cannot read candidate {args.candidate}: {e}") from None
     if args.trials is not None and args.trials < 1:
         raise UsageError("--trials must be >= 1")
-    from cli import checks
 
     checks.size_for(args.device, args.size)
     if args.compile_only:
@@ -132,7 +135,6 @@ def run(args: argparse.Namespace) -> int:
     prestart_warm_worker(config)  # the warm worker imports torch while this process does (neither has yet)
     from kernelbench.harness.evaluate import evaluate
     from kernelbench.harness.reference import HarnessError
-    from kernelbench.tasks.task import TaskFormatError
     if args.device == "cuda":
         import torch
 
@@ -144,8 +146,6 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(e)) from None
     print(result.to_json() if args.json else _summary(task.id, result))
     if result.status == "harness_error":
-        import sys
-
         sys.stderr.write("kernel-agent eval: harness error: the harness failed on this evaluation (retried once); "
                          "no verdict on the candidate\n")
         return 4

@@ -12,7 +12,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from agent.entry import EntryError, load_entry
+from agent.extract import extract_hotspots
+from agent.hotspots import profile_hotspots
+from cli import checks
+from cli.main import UsageError
 
 
 def add_parser(sub) -> None:
@@ -31,22 +41,16 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cli import checks
-    from cli.main import UsageError
-
     if args.repeats < 1 or args.top < 1 or args.extract < 0:
         raise UsageError("--repeats and --top must be at least 1, --extract at least 0")
     if args.extract and not args.out:
         raise UsageError("--extract needs --out DIR")
     checks.torch_device(args)
-    from agent.entry import EntryError, load_entry
-    from agent.hotspots import profile_hotspots
 
     try:
         entry = load_entry(args.entry, args.device)
     except EntryError as e:
         raise UsageError(str(e)) from None
-    from rich.console import Console
 
     err = Console(stderr=True)
     with err.status(f"profiling {args.entry} on {args.device}: warm-up forward") as status:
@@ -54,8 +58,6 @@ def run(args: argparse.Namespace) -> int:
                                   lambda i, n: status.update(f"profiling {args.entry} on {args.device}: forward {i}/{n}"))
     extraction = None
     if args.extract:
-        from agent.extract import extract_hotspots
-
         with err.status(f"extracting the top {args.extract} submodules into {args.out}"):
             extraction = extract_hotspots(entry, report, args.extract, args.out, args.device)
     if args.json:
@@ -68,9 +70,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_table(report, top: int) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(title=f"{report.entry} on {report.device}: forward {report.forward_ms:.2f} ms "
                         f"(mean of {report.repeats}; a row's time includes its submodules')")
     for column in ("#", "submodule", "class", "share", "ms/forward", "calls", "inputs (first call)"):
@@ -92,6 +91,4 @@ def _print_extraction(extraction, asked: int) -> None:
 
 
 def _stem(path: str) -> str:
-    import os
-
     return os.path.splitext(os.path.basename(path))[0]

@@ -10,11 +10,24 @@ server failed, 4 the harness is broken (preflight or repeated harness errors).
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 
 from agent.backends import BACKENDS
+from agent.openai_backend import OpenAIError
 from agent.strategies import STRATEGIES
-from cli.main import add_executor_options
+from cli import checks
+from cli.bench_cmd import add_cost_options
+from cli.eval_cmd import add_profile_option
+from cli.main import add_executor_options, UsageError
+from kernelbench.config_files import ConfigError, validate
+from kernelbench.executors.executor import ExecutorConfig
+from kernelbench.harness.config import EvalConfig
+from kernelbench.tasks.task_file import read_task_file, TaskFileError
+
+# Imports inside functions: each command loads what it needs when it runs: `kernel-agent --help`, a mistyped flag
+# and `kernel-agent tasks` answer without torch.
 
 
 def add_parser(sub) -> None:
@@ -50,20 +63,14 @@ def add_parser(sub) -> None:
     p.add_argument("--compile-workers", type=int, default=2, help="parallel compiles")
     p.add_argument("--run-workers", type=int, default=1, help="parallel run stages (one per GPU)")
     add_executor_options(p)
-    from cli.bench_cmd import add_cost_options
 
     add_cost_options(p)
-    from cli.eval_cmd import add_profile_option
 
     add_profile_option(p)
 
 
 def run(args: argparse.Namespace) -> int:
-    from cli.main import UsageError
-    from agent.openai_backend import OpenAIError
     from agent.optimize import OptimizeConfig, optimize
-    from kernelbench.tasks.task_file import TaskFileError
-    from kernelbench.config_files import ConfigError, validate
 
     for name in ("max_tokens", "compile_workers", "run_workers"):
         if getattr(args, name) < 1:
@@ -110,14 +117,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_before_work(args: argparse.Namespace) -> None:
     """FILE, --out, the device, the server URL and the harness, before any model call (cli.checks)."""
-    import json
-    import os
-
-    from cli import checks
-    from cli.main import UsageError
-    from kernelbench.executors.executor import ExecutorConfig
-    from kernelbench.harness.config import EvalConfig
-    from kernelbench.tasks.task_file import TaskFileError, read_task_file
 
     checks.text_file(args.file, "FILE")
     try:

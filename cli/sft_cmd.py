@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import argparse
 
+from cli import checks
 from cli.main import UsageError
+from kernelbench.config_files import updated
+from kernelbench.tasks.catalog import find_task
+from kernelbench.tasks.task import OriginError
+
+# Imports inside functions: each command loads what it needs when it runs: `kernel-agent --help`, a mistyped flag
+# and `kernel-agent tasks` answer without torch.
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -26,8 +33,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cli import checks
-    from kernelbench.config_files import updated
     from train.config import SFTConfig
     from train.presets import load_config
     from train.sft import main
@@ -39,9 +44,6 @@ def run(args: argparse.Namespace) -> int:
     checks.positive(args.max_steps, "--steps")
     checks.out_folder(args.out)
     if args.tasks:
-        from kernelbench.tasks.catalog import find_task
-        from kernelbench.tasks.task import OriginError
-
         for task_id in (t.strip() for t in args.tasks.split(",") if t.strip()):
             try:
                 find_task(task_id)

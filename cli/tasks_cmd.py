@@ -14,17 +14,24 @@ each, timing on the first); `show` prints every configuration's input shapes.
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 from dataclasses import replace
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
 from cli.main import UsageError
 from kernelbench.tasks.catalog import find_task, load_tasks
-from kernelbench.tasks.task import OriginError
-from kernelbench.tasks.task_file import inspect_source
+from kernelbench.tasks.cpu_size_records import cpu_size_of
+from kernelbench.tasks.problem import load_problem
 from kernelbench.tasks.splits import CHOICES, split_of
-from kernelbench.tasks.task import Task, TaskFormatError
+from kernelbench.tasks.task import OriginError, Task, TaskFormatError
+from kernelbench.tasks.task_file import inspect_source
+
+# Imports inside functions: each command loads what it needs when it runs: `kernel-agent --help`, a mistyped flag
+# and `kernel-agent tasks` answer without torch.
 
 SHOW_SEED = 0
 """Seed for the `get_inputs()` draw that `tasks show` reports (shapes do not depend on it)."""
@@ -68,8 +75,6 @@ def _list(args: argparse.Namespace) -> int:
         raise UsageError(f"{e}{hint}") from None
     records = [task_record(t) for t in tasks]
     if args.size == "cpu":
-        from kernelbench.tasks.cpu_size_records import cpu_size_of
-
         for r, t in zip(records, tasks):
             r["cpu_size"] = cpu_size_of(t)
     records = [r for r in records if (args.split == "all" or r["split"] == args.split)
@@ -77,8 +82,6 @@ def _list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(records, indent=1))
         return 0
-    from rich.console import Console
-    from rich.table import Table
 
     table = Table(title=f"{args.source}: {len(records)} tasks (split {args.split})")
     if args.size == "cpu":  # the sizes need the width: id and size only
@@ -133,8 +136,6 @@ def draw_inputs(problem: Any) -> tuple[list[Any], list[Any]]:
 
 
 def _show(args: argparse.Namespace) -> int:
-    from kernelbench.tasks.problem import load_problem
-
     if os.path.isfile(args.id) or args.id.endswith(".py") or args.id.startswith(("/", "./", "../", "~")):
         from cli.eval_cmd import resolve_task  # a problem file, read as `eval --task FILE` reads it
 

@@ -8,7 +8,13 @@
 from __future__ import annotations
 
 import argparse
-from cli.main import UsageError, add_executor_options
+
+from cli import checks
+from cli.main import add_executor_options, UsageError
+from evals.tracking import require_tracker, TrackerError
+
+# Imports inside functions: each command loads what it needs when it runs: `kernel-agent --help`, a mistyped flag
+# and `kernel-agent tasks` answer without torch.
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -53,7 +59,6 @@ def _load(kind, preset: str, section: str, overrides: dict | None = None):
 def preflight_of(config) -> None:
     """The harness preflight with the run's harness and executor settings (before the warm start or any
     model work)."""
-    from cli import checks
 
     checks.device(config.device)
     checks.run_preflight(config.eval, config.executor, say=print)
@@ -75,7 +80,6 @@ def plan_of(config) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cli import checks
     from train.config import TrainConfig
 
     preset = args.config or args.preset
@@ -101,7 +105,6 @@ def run(args: argparse.Namespace) -> int:
                                                   "trackers": [args.report_to] if args.report_to else None})
     if args.plan:
         return plan_of(config)
-    from evals.tracking import TrackerError, require_tracker
 
     try:
         for name in config.trackers:

@@ -13,6 +13,9 @@ from __future__ import annotations
 import argparse
 import os
 
+from cli.main import UsageError
+from evals.viewer import ViewError, write_view
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("view", help="one self-contained HTML page to read a run's trajectories",
@@ -22,9 +25,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from cli.main import UsageError
-    from evals.viewer import ViewError, write_view
-
     try:
         path = write_view(args.run_dir, args.out)
     except ViewError as e:

@@ -27,8 +27,15 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from kernelbench.harness.config import EvalConfig
+from kernelbench.harness.insight import telemetry
+from kernelbench.harness.isolation import sandbox
 from kernelbench.harness.result import CORRECT, EvalResult
+from kernelbench.harness.staged import policy_of
+from kernelbench.tasks.inputs import draw_seeds
 from kernelbench.tasks.task import Task
+
+# Imports inside functions: the reference child's record imports torch; `evals.runner` imports this module at its
+# top without it.
 
 DEFAULT_CACHE = os.path.join(os.path.expanduser("~"), ".cache", "kernel-agent", "baselines.json")
 
@@ -103,18 +110,13 @@ class BaselineCache:
 
 def device_identity(device: str) -> tuple[str, str]:
     """(device name, torch version) as the harness records them in `Conditions`."""
-    from kernelbench.harness.insight import telemetry
 
     return telemetry.read(device).device_name, telemetry.versions()[0]
 
 
 def measure(task: Task, config: EvalConfig, with_compile: bool = True) -> Baseline:
     """Time the task's reference, eager and optionally `torch.compile`, in the harness's reference child."""
-    from kernelbench.harness.insight import telemetry
-    from kernelbench.harness.isolation import sandbox
     from kernelbench.harness.reference import run_reference
-    from kernelbench.harness.staged import policy_of
-    from kernelbench.tasks.inputs import draw_seeds
 
     cfg = replace(config, time_compile_baseline=with_compile)
     seeds = draw_seeds(cfg.correctness_trials, cfg.extra_distribution_trials)

@@ -11,6 +11,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from rich.console import Console
+from rich.table import Table
+
 from evals.report import conditions_of
 
 
@@ -89,9 +92,6 @@ def compare(paths: Sequence[str], allow_mixed: bool = False, out: str = "", show
     runs = [load_run(p) for p in paths]
     check_hardware(runs, allow_mixed)
     if show:
-        from rich.console import Console
-        from rich.table import Table
-
         table = Table(title=f"{len(runs)} benchmark runs")
         for col in COLUMNS:
             table.add_column(col, overflow="fold")

@@ -16,10 +16,14 @@ from concurrent.futures import FIRST_COMPLETED, wait
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from agent.parsing import check_candidate, format_error_result, ParsedResponse
 from evals import baselines as bl
-from evals.results_log import BenchError, ResultsLog, make_record, record_key
+from evals.results_log import BenchError, make_record, record_key, ResultsLog
 from kernelbench.harness.result import EvalResult
-from kernelbench.tasks.task import Task
+from kernelbench.tasks.catalog import load_tasks
+from kernelbench.tasks.task import OriginError, Task
+
+# Imports inside functions: the evaluator imports torch; a replay's records load without it.
 
 
 @dataclass(frozen=True)
@@ -59,8 +63,6 @@ def load_source(from_dir: str) -> ReplaySource:
 
 def source_tasks(source: ReplaySource, level: int = 0, limit: int = 0) -> list[Task]:
     """The run's tasks, in the order they first appear, loaded again from their origins."""
-    from kernelbench.tasks.catalog import load_tasks
-    from kernelbench.tasks.task import OriginError
 
     order: list[tuple[str, str]] = []
     for rec in source.records:
@@ -90,7 +92,6 @@ def records_for(source: ReplaySource, tasks: list[Task]) -> list[dict[str, Any]]
 
 def agent_verdict(rec: dict[str, Any]) -> EvalResult | None:
     """The format_error the agent gives an answer without usable code, or None when there is code to run."""
-    from agent.parsing import ParsedResponse, check_candidate, format_error_result
 
     code = rec.get("candidate", "")
     error = check_candidate(code)

@@ -13,6 +13,9 @@ from typing import Any, Sequence
 
 from evals.metrics import FAST_P_THRESHOLDS, fast_p, p_key, summarize, trajectory_outcomes
 
+# Imports inside functions: matplotlib (0.4 s to import) loads when a figure is drawn, not when this module is
+# imported for its records and helpers.
+
 
 def _plt():
     import matplotlib

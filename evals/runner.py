@@ -17,20 +17,29 @@ import os
 import platform
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Literal, get_args
+from typing import Any, Callable, get_args, Iterable, Literal
 
 import pydantic.dataclasses
-from pydantic import ConfigDict, Field, TypeAdapter, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, field_validator, TypeAdapter, ValidationInfo
+from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn
 
+from agent.backends import make_policy
+from agent.episode import EpisodeRunner, Job
 from agent.policy import SamplingConfig
 from agent.prompts import PromptSettings
-from evals import baselines as bl
-from evals import replay
-from evals.results_log import BenchError, ResultsLog, make_record, record_key
-from kernelbench.executors.executor import ExecutorConfig
+from agent.trajectory import Turn
+from evals import baselines as bl, replay
+from evals.metrics import compute_metrics
+from evals.report import write_report
+from evals.results_log import BenchError, make_record, record_key, ResultsLog
+from evals.tracking import report_metrics, require_tracker, TrackerError
+from kernelbench.executors.executor import ExecutorConfig, make_evaluator
 from kernelbench.harness.config import Device, EvalConfig, OpPolicy
+from kernelbench.harness.insight import telemetry
 from kernelbench.harness.result import EvalResult
-from kernelbench.tasks.task import Task
+from kernelbench.tasks.catalog import load_tasks
+from kernelbench.tasks.splits import select
+from kernelbench.tasks.task import OriginError, Task
 from rewards.score import ScoreConfig
 
 SPLITS = ("train", "heldout", "extra", "all")
@@ -164,9 +173,6 @@ def _level_of(segment: str) -> int:
 
 def resolve_tasks(spec: str, level: int = 0, limit: int = 0) -> list[Task]:
     """The tasks a spec names, filtered by level and cut to `limit`; level-4 tasks needing weights are skipped."""
-    from kernelbench.tasks.catalog import load_tasks
-    from kernelbench.tasks.task import OriginError
-    from kernelbench.tasks.splits import select
 
     origin, split, spec_level = parse_task_spec(spec)
     if level and spec_level and level != spec_level:
@@ -201,8 +207,6 @@ def prepare_out_dir(config: BenchConfig) -> list[dict[str, Any]]:
 
 
 def write_config(config: BenchConfig, tasks: list[Task], extra: dict[str, Any] | None = None) -> None:
-    from kernelbench.harness.insight import telemetry
-
     torch_v, cuda_v = telemetry.versions()
     doc = {"bench": config_dict(config),
            "tasks": [{"id": t.id, "level": t.level, "origin": t.origin} for t in tasks],
@@ -234,8 +238,6 @@ def resume_jobs(tasks: list[Task], trajectories: int, turns: int, done: list[dic
                 score: ScoreConfig = ScoreConfig()):
     """(job, turns still to run) for every trajectory that is not finished, with its finished turns as history
     (each scored under `score`, the run's settings)."""
-    from agent.episode import Job
-    from agent.trajectory import Turn
 
     have: dict[tuple[str, str], dict[int, dict[str, Any]]] = defaultdict(dict)
     for rec in done:
@@ -265,7 +267,6 @@ def group_jobs(pending: Iterable[tuple[Any, int]], op_policy: str) -> dict[tuple
 def run_agent(config: BenchConfig, tasks: list[Task], done: list[dict[str, Any]], evaluator, policy,
               baselines: dict[str, bl.Baseline], on_record: Callable[[dict[str, Any]], None]) -> None:
     """Run every unfinished (task, trajectory) to `config.turns` turns, appending each kernel as it is judged."""
-    from agent.episode import EpisodeRunner
 
     log = ResultsLog(os.path.join(config.out, "results.jsonl"))
     hardware = config.prompt.hardware or bl.device_identity(config.device)[0]
@@ -315,8 +316,6 @@ class Progress:
         self.best = 0.0
         self._bar = None
         if enabled and total:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn
-
             self._bar = Bar(TextColumn("[bold]bench"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                             TextColumn("{task.description}"))
             self._task = self._bar.add_task("", total=total)
@@ -349,13 +348,8 @@ def run_bench(config: BenchConfig, policy=None, say: Callable[[str], None] = pri
     """Resolve tasks, write config.json, run (or replay) every unfinished kernel, then metrics and report.
 
     `policy` overrides the backend (tests and callers that hold a model already)."""
-    from evals.metrics import compute_metrics
-    from evals.report import write_report
-    from kernelbench.executors.executor import make_evaluator
 
     if config.report_to:
-        from evals.tracking import TrackerError, require_tracker
-
         try:
             require_tracker(config.report_to)  # before any work: a missing package is known at once
         except TrackerError as e:
@@ -401,15 +395,11 @@ def run_bench(config: BenchConfig, policy=None, say: Callable[[str], None] = pri
         json.dump(metrics, f, indent=1, sort_keys=True)
     write_report(config.out, metrics, records, config=config_dict(config))
     if config.report_to:
-        from evals.tracking import report_metrics
-
         report_metrics(config.report_to, metrics, config_dict(config), config.out)
     return BenchOutcome(config.out, metrics, len(new))
 
 
 def make_backend(config: BenchConfig):
-    from agent.backends import make_policy
-
     if not config.model:
         raise BenchError(f"--backend {config.backend} needs --model")
     try:

@@ -11,6 +11,9 @@ import importlib.util
 import os
 from typing import Any
 
+# Imports inside functions: optional or GPU-only libraries (wandb, trackio: extras) are imported only where they are
+# used, so a machine without them runs everything else.
+
 TRACKERS = ("wandb", "trackio")
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import re
 
+from kernelbench.tasks.family import ANSWER_FILES, answer_source
+from train.solution_text import compact_source
+
 # The extension's name (`load_inline(name="...")`) labels the build and changes nothing it computes. A tiny
 # policy drifts on it under RL (on 2026-12-03 the last steps wrote the fast kernel, character for character,
 # as `sol_cpu_l1_26_matrix_matrix_multiply`, scored 1.34 like the fast reference, and exact text counted all
@@ -25,8 +28,6 @@ def classify(code: str, refs: dict[str, str]) -> str:
 
 def family_codes(compact: bool) -> dict[str, str]:
     """The family's answers as the code text a parsed answer gives back, by name."""
-    from kernelbench.tasks.family import ANSWER_FILES, answer_source
-    from train.solution_text import compact_source
 
     return {name: (compact_source(answer_source(name)) if compact else answer_source(name)).strip()
             for name in ANSWER_FILES}

@@ -26,10 +26,29 @@ from jobs.answers import classify, family_codes, without_extension_name  # noqa:
 from train.config import PipelineConfig, SFTConfig, TrainConfig
 from train.presets import load_config, load_sections
 from train.warm_start import ensure_warm_start
+import threading
+from agent.hf_backend import HFPolicy
+from agent.policy import SamplingConfig
+from agent.prompts import PromptSettings
+from evals.runner import BenchConfig, run_bench
+from jobs.pipeline_report import write_pipeline_report
+from jobs.probes import SECOND_ANSWERS
+from jobs.probes import first_answer_probe, refine_probe
+from jobs.probes import learned, refine_contexts
+from jobs.trajectory_stats import per_step
+from kernelbench.executors.executor import ExecutorConfig
+from kernelbench.harness.config import EvalConfig
+from kernelbench.tasks.catalog import find_task
+from kernelbench.tasks.family import affine_layout
+from kernelbench.tasks.solutions import find_solution
+from train import sft
+from train.rollout import NOISY_FLAGS
+
+# Imports inside functions: torch, the harness and the trainers (0.1-3 s each to import) load when each stage of the
+# pipeline runs, not when this module is imported for its records and helpers.
 
 def reference_codes(task_id: str, compact: bool) -> dict[str, str]:
     """The warm start's answers for a task, as code text: `fast` (solutions/cpu) and `slow` (cpu_slow)."""
-    from kernelbench.tasks.solutions import find_solution
     from train.sft import compact_source
 
     out = {}
@@ -45,10 +64,8 @@ def prebuild(config: TrainConfig, jobs: list[tuple[str, str, str]], say=print) -
     the builds land in the cache (RL samples that reproduce them skip the compile), the report gets the
     speedups the policy chooses between, and the refinement probe gets its real feedback. Runs beside SFT,
     on the core SFT leaves free."""
-    from kernelbench.tasks.catalog import find_task
     from kernelbench.harness.evaluate import evaluate
     from train.multiturn_rollout import scoring_of
-    from train.rollout import NOISY_FLAGS
 
     found: dict[str, Any] = {}
     for task_id, label, code in jobs:
@@ -75,8 +92,6 @@ def prebuild(config: TrainConfig, jobs: list[tuple[str, str, str]], say=print) -
 def prebuild_jobs(train_ids: list[str], probe_ids: list[str], compact: bool) -> list[tuple[str, str, str]]:
     """Every family answer on the first training task of each layout (builds and the report's reference
     speedups), then the two second answers on every probe task (the refinement probe's contexts)."""
-    from jobs.probes import SECOND_ANSWERS
-    from kernelbench.tasks.family import affine_layout
 
     codes = family_codes(compact)
     firsts = {}
@@ -90,8 +105,6 @@ def run_probes(model_dir: str, pipe: PipelineConfig, config: TrainConfig, probe_
                contexts: list[Any] | None, compact: bool, say=print) -> dict[str, Any]:
     """Both probes with one policy: the first answers on every probe task, then (when `contexts` are given)
     the refinement probe; the same seeds before and after RL. `wall_s` is the probes' own time."""
-    from agent.hf_backend import HFPolicy
-    from jobs.probes import first_answer_probe, refine_probe
 
     t = time.perf_counter()
     policy = HFPolicy.from_pretrained(model_dir, device=config.device)
@@ -108,11 +121,6 @@ def run_probes(model_dir: str, pipe: PipelineConfig, config: TrainConfig, probe_
 
 def held_out_bench(pipe: PipelineConfig, config: TrainConfig, model_dir: str, out: str, say=print) -> dict[str, Any]:
     """The held-out bench through `evals.runner.run_bench` with the trained policy."""
-    from agent.policy import SamplingConfig
-    from agent.prompts import PromptSettings
-    from evals.runner import BenchConfig, run_bench
-    from kernelbench.executors.executor import ExecutorConfig
-    from kernelbench.harness.config import EvalConfig
 
     # The bench's own defaults but for what the run fixes: sampling length and temperature, the hardware
     # named, timing trials, build cache and workers (its prompts stay `full`, its executor local).
@@ -133,10 +141,6 @@ def held_out_bench(pipe: PipelineConfig, config: TrainConfig, model_dir: str, ou
 def run_pipeline(preset: str, out: str, steps: int | None = None, say=print, seed: int | None = None) -> dict[str, Any]:
     """Every stage into `out`: sft (cached) beside a prebuild of the family's answers, probes before RL, rl/,
     probes after, the bench when one is set, report.md with plots; returns the summary."""
-    import threading
-
-    from jobs.probes import learned, refine_contexts
-    from jobs.trajectory_stats import per_step
 
     t0 = time.perf_counter()
     os.makedirs(out, exist_ok=True)
@@ -207,7 +211,6 @@ def run_pipeline(preset: str, out: str, steps: int | None = None, say=print, see
                "bench": bench, "rl_out": result.out_dir}
     with open(os.path.join(out, "summary.json"), "w", encoding="utf-8") as f:
         json.dump(summary, f, indent=1, default=str)
-    from jobs.pipeline_report import write_pipeline_report
 
     write_pipeline_report(out, summary)
     say(f"pipeline done in {walls['total_s']:.0f} s -> {out}/report.md")
@@ -215,8 +218,6 @@ def run_pipeline(preset: str, out: str, steps: int | None = None, say=print, see
 
 
 def _sft_examples(sft_config: SFTConfig) -> list[Any]:
-    from train import sft
-
     return sft.load_examples(replace(sft_config, out=""))
 
 

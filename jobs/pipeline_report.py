@@ -7,7 +7,13 @@ import json
 import os
 from typing import Any
 
+from jobs.answers import family_codes
+from jobs.probes import FAST_AFTER_MIN, FAST_BEFORE_MAX, learned, REFINE_AFTER_MIN, REFINE_BEFORE_MAX
+from jobs.trajectory_stats import example_trajectory
 from train.metrics_log import read_metrics
+
+# Imports inside functions: matplotlib (0.4 s to import) loads when a figure is drawn, not when this module is
+# imported for its records and helpers.
 
 
 def _plot_curves(records: list[dict[str, float]], path: str) -> None:
@@ -69,7 +75,6 @@ def _mean(records: list[dict[str, float]], key: str) -> float:
 
 def verdict_lines(summary: dict[str, Any]) -> list[str]:
     """The report's opening: both probes on held-out tasks, learned or not, in words."""
-    from jobs.probes import FAST_AFTER_MIN, FAST_BEFORE_MAX, REFINE_AFTER_MIN, REFINE_BEFORE_MAX, learned
 
     pb, pa = summary["probe_before"], summary["probe_after"]
     got = learned(pb, pa)
@@ -144,8 +149,6 @@ def write_pipeline_report(out: str, summary: dict[str, Any]) -> str:
     if steps:
         _plot_turns(steps, os.path.join(out, "turns.png"))
         lines += ["## Answers per turn, per RL step", "", "![turns](turns.png)", ""]
-    from jobs.answers import family_codes
-    from jobs.trajectory_stats import example_trajectory
 
     example = example_trajectory(summary["rl_out"], family_codes(True))
     if example:

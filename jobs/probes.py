@@ -16,7 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
+from agent.parsing import parse_response
+from agent.prompts import Attempt, build_messages
 from jobs.answers import classify, family_codes
+from kernelbench.tasks.catalog import find_task
+from kernelbench.tasks.family import answer_source
+from train.solution_text import solution_summary
 
 SECOND_ANSWERS = ("rows", "columns")
 """The second answers the refinement probe tells apart (the right one is the faster on the task)."""
@@ -24,7 +29,6 @@ SECOND_ANSWERS = ("rows", "columns")
 
 def answer_label(text: str, codes: dict[str, str]) -> str:
     """The family answer an answer's code reproduces (`rows`, `columns`, `crossed`) or `other`."""
-    from agent.parsing import parse_response
 
     return classify(parse_response(text).code, codes)
 
@@ -60,9 +64,6 @@ def refine_contexts(measured: dict[str, dict[str, Any]], task_ids: Sequence[str]
 
 def refine_messages(ctx: RefineContext, task: Any, codes: dict[str, str], settings: Any) -> list[dict[str, str]]:
     """The turn-2 prompt after the fast first answer, as RL's second turns see it."""
-    from agent.prompts import Attempt, build_messages
-    from kernelbench.tasks.family import answer_source
-    from train.solution_text import solution_summary
 
     attempt = Attempt(code=codes["rows"], summary=solution_summary(answer_source("rows"), True), status=ctx.status,
                       feedback=ctx.feedback)
@@ -73,7 +74,6 @@ def refine_probe(policy: Any, contexts: Sequence[RefineContext], samples: int, s
                  compact: bool = True) -> dict[str, Any]:
     """Sample each context's second answer `samples` times with `policy` (`agent.policy.Policy`).
     Returns per-task counts, the share of right answers in each kind of context and `refine_share` (their mean)."""
-    from kernelbench.tasks.catalog import find_task
 
     kinds = {c.right for c in contexts}
     if kinds != set(SECOND_ANSWERS):
@@ -98,8 +98,6 @@ def refine_probe(policy: Any, contexts: Sequence[RefineContext], samples: int, s
 def first_answer_probe(policy: Any, task_ids: Sequence[str], samples: int, sampling: Any, settings: Any,
                        compact: bool = True) -> dict[str, Any]:
     """Sample each task's turn-1 answer `samples` times; count the family's answers. `fast_share`: `rows`."""
-    from agent.prompts import build_messages
-    from kernelbench.tasks.catalog import find_task
 
     codes = family_codes(compact)
     counts: dict[str, dict[str, int]] = {}

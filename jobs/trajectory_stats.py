@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterator
 
+from agent.trajectory import read_trajectories
+from jobs.answers import classify
+
 
 def _trajectories(rl_out: str) -> Iterator[tuple[int, Any]]:
-    from agent.trajectory import read_trajectories
-
     for path in sorted(Path(rl_out, "trajectories").glob("step_*.jsonl")):  # step_N.jsonl, step_N-RANK.jsonl
         step = int(path.stem.split("_")[1].split("-")[0])
         for traj in read_trajectories(str(path)):
@@ -23,7 +24,6 @@ def per_step(rl_out: str, codes: dict[str, str]) -> list[dict[str, Any]]:
     """One row per step: `turns` (per turn index: answer counts by family answer and `other`, mean score),
     `trajectories`, and `turn2_beats_turn1_share` (second turn scored strictly above the first; None when no
     trajectory had two scored turns)."""
-    from jobs.answers import classify
 
     rows: dict[int, dict[str, Any]] = {}
     for step, traj in _trajectories(rl_out):
@@ -53,7 +53,6 @@ def per_step(rl_out: str, codes: dict[str, str]) -> list[dict[str, Any]]:
 def example_trajectory(rl_out: str, codes: dict[str, str]) -> dict[str, Any] | None:
     """One trajectory of the last step to show in full: the first whose second turn scored above its first,
     else the first with two turns. Turn 1's code, its feedback, the summary the model wrote, turn 2."""
-    from jobs.answers import classify
 
     last: list[Any] = []
     last_step = -1

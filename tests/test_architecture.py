@@ -375,3 +375,50 @@ def test_spine_is_measured_and_within_its_budget(project, path):
     assert len(spine) <= most_modules and sum(lines.values()) <= most_lines, (
         f"{path}: the spine reaches {len(spine)} modules, {sum(lines.values())} lines (budget {most_modules}, "
         f"{most_lines}):\n" + "\n".join(f"  {files[m].relative_to(ROOT)}: {n}" for m, n in sorted(lines.items())))
+
+
+FILE_REASON = "# Imports inside functions:"
+"""A module whose imports inside functions share one reason says it once, on a line of its own at the top."""
+
+
+def unexplained_inner_imports(path: Path) -> list[int]:
+    """Lines of imports inside functions with no why: neither a comment on the line, nor a comment line just
+    above it (or above the run of import lines it belongs to), nor the module's FILE_REASON line."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    if any(line.startswith(FILE_REASON) for line in lines):
+        return []
+    tree = ast.parse(text, str(path))
+    found = []
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)) or "#" in lines[node.lineno - 1]:
+                continue
+            above = node.lineno - 2
+            while above >= 0 and lines[above].strip().startswith(("import ", "from ")) or \
+                    (above >= 0 and not lines[above].strip()):
+                above -= 1
+            if above < 0 or not lines[above].strip().startswith("#"):
+                found.append(node.lineno)
+    return sorted(set(found))
+
+
+def test_inner_import_reader_wants_a_reason(tmp_path):
+    (tmp_path / "m.py").write_text("def f():\n    import json\n\n\ndef g():\n    # why: light to import\n"
+                                   "    import torch\n    import numpy\n\n\ndef h():\n    import os  # why\n")
+    assert unexplained_inner_imports(tmp_path / "m.py") == [2]
+    (tmp_path / "m.py").write_text(f"{FILE_REASON} the CLI starts without torch\n" + "def f():\n    import json\n")
+    assert unexplained_inner_imports(tmp_path / "m.py") == []
+
+
+def test_imports_sit_at_the_top_unless_a_comment_says_why(project):
+    _, files = project
+    found = [f"{path.relative_to(ROOT)}:{line}" for module, path in sorted(files.items())
+             if not path.relative_to(ROOT).as_posix().startswith(SIZE_EXEMPT + ("kernelbench/tasks/family_affine/",))
+             for line in unexplained_inner_imports(path)]
+    if found:
+        pytest.fail(f"{len(found)} imports inside functions without a why (move them to the top of the module, or say "
+                    f"why on the line, the line above, or once as `{FILE_REASON} ...`):\n" + "\n".join(found),
+                    pytrace=False)

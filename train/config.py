@@ -18,10 +18,11 @@ Defaults follow Kevin-32B (arXiv 2507.11948) wherever it states a number; DESIGN
 
 from __future__ import annotations
 
+import logging
 from dataclasses import field, replace
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, field_validator, ValidationInfo
 from pydantic.dataclasses import dataclass
 
 from agent.policy import SamplingConfig
@@ -30,6 +31,9 @@ from kernelbench.executors.executor import ExecutorConfig
 from kernelbench.harness.config import EvalConfig
 from rewards.score import ScoreConfig
 from train.layout import LayoutConfig
+
+# Imports inside functions: train.precision imports torch; a config loads without it (`kernel-agent train --help`,
+# presets' checks).
 
 STRICT = ConfigDict(extra="forbid")
 """Every config: unknown fields are errors. Presets, flags and config.json are validated in strict mode on top
@@ -333,6 +337,4 @@ def validate_train(config: TrainConfig) -> None:
 
     warning = check_lora_rate(config.lora_rank, config.learning_rate, FULL_FT_RL_RATE)
     if warning:
-        import logging
-
         logging.getLogger(__name__).warning(warning)

@@ -22,7 +22,14 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from agent.prompts import Attempt, build_messages
+from agent.prompts import Attempt, build_messages, PromptSettings
+from kernelbench.harness import feedback
+from kernelbench.harness.insight import roofline
+from kernelbench.harness.result import CORRECT
+from kernelbench.tasks.family import answer_source
+from train.solution_text import compact_source, solution_answer, solution_summary
+
+# Imports inside functions: train.grpo imports torch and transformers; this module's texts load without them.
 
 FAST_SPEEDUPS = (0.6, 4.0)
 """Range of the fast regime's drawn speedups (a sequential walk measured 0.8-7x on a loaded 2-core machine)."""
@@ -40,9 +47,6 @@ tells the layout apart, so the category is learned from both regimes; `crossed` 
 
 def drawn_feedback(rng: random.Random, fast: bool) -> tuple[str, float]:
     """A correct verdict's feedback in the harness's format, with a drawn speedup; and that speedup as shown."""
-    from kernelbench.harness import feedback
-    from kernelbench.harness.insight import roofline
-    from kernelbench.harness.result import CORRECT
 
     speedup = float(f"{rng.uniform(*(FAST_SPEEDUPS if fast else SLOW_SPEEDUPS)):.3g}")
     ref_ms = rng.uniform(1.8, 4.0)
@@ -62,10 +66,7 @@ def restated(first_summary: str, speedup: float) -> str:
 def family_examples(config: Any, example_cls: Any) -> list[Any]:
     """The warm start's examples for `config.data` (`family:NAME`) over the family's training tasks (or
     `config.tasks`), as `example_cls(task_id, source, prompt, answer)`."""
-    from kernelbench.tasks.family import answer_source
     from train.grpo import resolve_tasks
-    from agent.prompts import PromptSettings
-    from train.solution_text import compact_source, solution_answer, solution_summary
 
     family = config.data.split(":", 1)[1]
     tasks = resolve_tasks(",".join(config.tasks)) if config.tasks else resolve_tasks(f"family:{family}:train")

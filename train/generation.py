@@ -9,6 +9,9 @@ from typing import Any
 
 import torch
 
+# Imports inside functions: accelerate and trl's vLLM client (0.1-3 s each to import) load when generation through
+# the trainer runs, not when this module is imported for its records and helpers.
+
 
 def chat_ids(tokenizer: Any, conversation: Any) -> list[int]:
     """Token ids of a conversation rendered with the chat template and the assistant header, as the hf

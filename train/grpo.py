@@ -43,18 +43,23 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from kernelbench.tasks.task import Task
 from kernelbench.config_files import save_config
+from kernelbench.executors.executor import make_evaluator
+from kernelbench.tasks import catalog, splits
+from kernelbench.tasks.task import Task
 from train.config import TrainConfig, validate_train
 from train.generation import generation_policy
-from train.layout import Layout, check_launch, evaluation_gpus, launched_sharding
-from train.layout import resolve as resolve_layout
+from train.layout import check_launch, evaluation_gpus, launched_sharding, Layout, resolve as resolve_layout
 from train.metrics_log import PendingMetrics
 from train.multiturn_rollout import MultiTurnRollout, scoring_of, task_prompt
-from train.rollout import Rollout
+from train.precision import load_dtype
+from train.rollout import HarnessRollout, ReusingEvaluator, Rollout
 from train.saving import save_final
 from train.trainer import make_callbacks, make_trainer_class
 from train.trl_args import batch_shape, grpo_args, world_size_of_launch
+
+# Imports inside functions: transformers, peft, datasets and accelerate (0.1-3 s each to import) load when training
+# runs, not when this module is imported for its records and helpers.
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,6 @@ class TrainResult:
 def resolve_tasks(spec: str) -> list[Task]:
     """`ORIGIN[:SPLIT]` (e.g. `builtin:train`, `family:affine:heldout`) or comma-separated task ids of the
     built-in suite or of a task family."""
-    from kernelbench.tasks import catalog, splits
 
     if "/" in spec:
         return [catalog.find_task(t.strip(), catalog.family_of_id(t.strip()) or "builtin") for t in spec.split(",") if t.strip()]
@@ -93,9 +97,6 @@ def with_layout(config: TrainConfig, layout: Layout) -> TrainConfig:
 
 
 def make_harness_rollout(config: TrainConfig, out_dir: str, rank: int = 0) -> Rollout:
-    from kernelbench.executors.executor import make_evaluator
-    from train.rollout import HarnessRollout, ReusingEvaluator
-
     evaluator = make_evaluator(config.eval, config.executor)
     if config.reuse_identical_results:
         evaluator = ReusingEvaluator(evaluator, noisy_retries=config.noisy_retries)
@@ -126,8 +127,6 @@ def turn_reward(completions: list, turn_reward: list, **_: Any) -> list[float | 
 def load_model(config: TrainConfig) -> tuple[Any, Any, Any]:
     """The policy, the trainer's tokenizer and the rollout's own tokenizer (see MultiTurnRollout)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from train.precision import load_dtype
 
     # fp32 master weights for what trains (bf16 autocast does the arithmetic); a LoRA base stays as configured
     model = AutoModelForCausalLM.from_pretrained(config.model, dtype=load_dtype(config.dtype, config.lora_rank))

@@ -24,6 +24,9 @@ from typing import Any, Literal
 import pydantic
 import pydantic.dataclasses
 
+# Imports inside functions: torch (1-2 s to import) loads when this module's work runs; importing it stays free of
+# torch, and so do the modules that import it at their top.
+
 Sharding = Literal["none", "zero3", "fsdp"]
 
 

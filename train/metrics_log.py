@@ -14,6 +14,9 @@ import re
 from collections import Counter
 from typing import Any, Iterable, Sequence
 
+# Imports inside functions: optional or GPU-only libraries (tensorboard's writer, wandb, trackio) are imported only
+# where they are used, so a machine without them runs everything else.
+
 OPENING_MIN_SHARE = 0.1
 """A first word is one of the base model's usual openings if at least this share of step-0 responses
 starts with it (the most common one always counts)."""

@@ -12,12 +12,16 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from agent.trajectory import Trajectory
+from kernelbench.harness.result import STATUSES
 from kernelbench.tasks.task import Task
 from train.config import TrainConfig
 from train.generation import chat_ids, generation_policy
-from train.metrics_log import PendingMetrics, departing_share, repetition_rate, usual_openings
+from train.metrics_log import departing_share, PendingMetrics, repetition_rate, usual_openings
 from train.rollout import Rollout
-from train.samples import TurnSample, build_samples
+from train.samples import build_samples, TurnSample
+
+# Imports inside functions: accelerate (0.1 s to import) loads when a step gathers across processes, not when this
+# module is imported for its records and helpers.
 
 UNKNOWN_LOGPROB = float("nan")
 """A completion token's generation log-prob when the policy gave none: TRL's GRPOTrainer (1.16,
@@ -231,7 +235,6 @@ def rollout_metrics(rows: Sequence[SampleRow], groups: Sequence[Sequence[float]]
     shares: dict[str, int] = {}
     for r in rows:
         shares[r.status] = shares.get(r.status, 0) + 1
-    from kernelbench.harness.result import STATUSES
 
     for status in (*STATUSES, "harness_error"):
         m[f"rollout/status_{status}"] = shares.get(status, 0) / n

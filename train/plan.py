@@ -27,6 +27,9 @@ from typing import Any, Callable
 
 from train.layout import Layout, resolve
 
+# Imports inside functions: torch (1-2 s to import) loads when this module's work runs; importing it stays free of
+# torch, and so do the modules that import it at their top.
+
 GIB = 1024 ** 3
 DEFAULT_GPU_GIB = 141.0
 """An H200's memory (141 GB of HBM3e, as `nvidia-smi` reports ~139 GiB usable)."""

@@ -11,6 +11,7 @@ from dataclasses import field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
 from pydantic.dataclasses import dataclass
 
 from kernelbench.config_files import ConfigError, updated
@@ -64,8 +65,6 @@ def load_sections(name_or_path: str) -> dict[str, Any]:
     if path.suffix == ".json":
         data = json.loads(text)
     else:
-        import yaml
-
         data = yaml.safe_load(text) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a preset is a mapping of sections (sft, train, pipeline), got {data!r}")

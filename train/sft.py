@@ -30,6 +30,19 @@ from kernelbench.config_files import save_config
 from train.config import SFTConfig
 from train.precision import autocast_bf16
 from train.solution_text import compact_source, solution_answer, solution_summary  # noqa: F401 (sft's names)
+import torch
+from agent.hf_backend import HFPolicy
+from agent.parsing import parse_response
+from agent.policy import SamplingConfig
+from agent.trajectory import read_trajectories
+from kernelbench.tasks.catalog import find_task
+from kernelbench.tasks.solutions import find_solution, list_solutions
+from train.family_examples import family_examples
+from train.precision import load_dtype
+from train.tiny_model import TinyModelConfig, build_tiny
+
+# Imports inside functions: transformers, peft, datasets and trl (0.1-3 s each to import) load when a warm start
+# runs, not when this module is imported for its records and helpers.
 
 
 @dataclass(frozen=True)
@@ -63,9 +76,6 @@ def prompt_settings(config: SFTConfig) -> PromptSettings:
 
 
 def solution_examples(config: SFTConfig) -> list[Example]:
-    from kernelbench.tasks.catalog import find_task
-    from kernelbench.tasks.solutions import find_solution, list_solutions
-
     settings = prompt_settings(config)
     task_ids = list(config.tasks) or sorted({s.task_id for k in config.solution_kinds for s in list_solutions(k)})
     examples = []
@@ -82,7 +92,6 @@ def solution_examples(config: SFTConfig) -> list[Example]:
 
 def trajectory_examples(path: str, only_correct: bool = True, min_speedup: float = 0.0) -> list[Example]:
     """Turns of a trajectories.jsonl (train's or the episode runner's log) worth imitating."""
-    from agent.trajectory import read_trajectories
 
     examples = []
     for traj in read_trajectories(path):
@@ -99,8 +108,6 @@ def load_examples(config: SFTConfig) -> list[Example]:
     if config.data == "solutions":
         return solution_examples(config)
     if config.data.startswith("family:"):
-        from train.family_examples import family_examples
-
         return family_examples(config, Example)
     return trajectory_examples(config.data, config.only_correct, config.min_speedup)
 
@@ -119,12 +126,9 @@ def build_model(config: SFTConfig, examples: list[Example]) -> tuple[Any, Any]:
     if config.model != "tiny":
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from train.precision import load_dtype
-
         # fp32 master weights for what trains (train/precision.py); transformers would load the checkpoint's bf16
         model = AutoModelForCausalLM.from_pretrained(config.model, dtype=load_dtype(config.dtype, config.lora_rank))
         return model, AutoTokenizer.from_pretrained(config.model)
-    from train.tiny_model import TinyModelConfig, build_tiny
 
     texts = [m["content"] for e in examples for m in e.prompt] + [e.answer for e in examples]
     shape = TinyModelConfig(vocab_size=config.tiny_vocab_size, hidden_size=config.tiny_hidden_size,
@@ -213,9 +217,6 @@ def check_samples(model: Any, tokenizer: Any, examples: list[Example], samples: 
                   max_tokens: int, seed: int = 0, max_prompts: int = 0) -> list[SampleCheck]:
     """Sample each prompt's answer `samples` times and count exact reproductions and parseable answers
     (the test that memorisation is good enough: REFERENCES.md, a loss of 0.016 still gave 0 parseable)."""
-    from agent.hf_backend import HFPolicy
-    from agent.parsing import parse_response
-    from agent.policy import SamplingConfig
 
     policy = HFPolicy(model, tokenizer)
     by_prompt: dict[str, list[Example]] = {}
@@ -252,8 +253,6 @@ def main(config: SFTConfig, say=print) -> SFTResult:
 
     t0 = time.perf_counter()
     if config.torch_threads > 0:
-        import torch
-
         torch.set_num_threads(config.torch_threads)
     save_config(config, config.out)
     examples = load_examples(config)

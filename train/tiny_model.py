@@ -12,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+# Imports inside functions: torch, transformers and tokenizers (0.1-3 s each to import) load when a tiny model is
+# built, not when this module is imported for its records and helpers.
+
 # ChatML: <|im_start|>role\ncontent<|im_end|>\n per message, then the assistant header when asked.
 CHATML_TEMPLATE = (
     "{% for message in messages %}"

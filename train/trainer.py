@@ -14,6 +14,9 @@ from kernelbench.config_files import to_dict
 from train.config import TrainConfig
 from train.metrics_log import MetricsLogger, PendingMetrics
 
+# Imports inside functions: transformers and trl (0.1-1 s each to import) load when the trainer is built, not when
+# this module is imported for its records and helpers.
+
 TRL_RENAMES = {"loss": "loss/policy", "grad_norm": "loss/grad_norm", "learning_rate": "loss/lr",
                "entropy": "loss/entropy", "kl": "loss/kl", "reward": "reward/trl_mean_return",
                "reward_std": "reward/trl_return_std", "frac_reward_zero_std": "rollout/zero_std_group_share_trl"}

@@ -10,6 +10,9 @@ from typing import Any
 
 from train.config import TrainConfig
 
+# Imports inside functions: trl (0.1 s to import) loads when the trainer's arguments are built, not when this module
+# is imported for its records and helpers.
+
 
 @dataclass(frozen=True)
 class BatchShape:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -11,9 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from kernelbench.config_files import to_dict
-
+from train import sft
 from train.config import SFTConfig, TrainConfig
-
 from train.presets import load_config
 
 WARM_START_CACHE = os.path.expanduser("~/.cache/kernel-agent/warm-start")
@@ -32,7 +32,6 @@ def warm_start_key(sft_config: SFTConfig) -> str:
     prompt with noise: the pipeline then probed 0 fast and 0 slow answers of 16 and every RL reward was 0.
     Why the code: a changed tiny model, tokenizer or check would otherwise hand back a model (and a
     `done.json`) made by the code of before."""
-    from train import sft
 
     examples = [[e.prompt, e.answer] for e in sft.load_examples(replace(sft_config, out=""))]
     code = [hashlib.sha256(Path(p).read_bytes()).hexdigest() for p in KEY_SOURCES]
@@ -43,13 +42,11 @@ def warm_start_key(sft_config: SFTConfig) -> str:
 
 def ensure_warm_start(preset: str, config: TrainConfig, say=print) -> TrainConfig:
     """`config` with `model` set to the preset's SFT output, trained once and cached by `warm_start_key`."""
-    from train import sft
 
     sft_config = load_config(SFTConfig, preset, "sft")
     key = warm_start_key(sft_config)
     out = os.path.join(WARM_START_CACHE, key)
     os.makedirs(WARM_START_CACHE, exist_ok=True)
-    import fcntl
 
     # One trainer at a time: under torchrun every rank gets here before the process group exists; the
     # first trains, the others wait on the lock and then reuse its output.

@@ -18,6 +18,9 @@ from pydantic.dataclasses import dataclass
 
 from kernelbench.harness.config import EvalConfig
 
+# Imports inside functions: the evaluators import torch (and Ray's, ray); `ExecutorConfig` loads without them
+# (train.config, evals.runner).
+
 ExecutorKind = Literal["local", "ray"]
 EXECUTORS = get_args(ExecutorKind)
 

@@ -15,9 +15,12 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from kernelbench.harness.config import EvalConfig
 from kernelbench.executors.evaluator import HarnessBroken
+from kernelbench.executors.executor import ExecutorConfig, make_evaluator
+from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.result import CORRECT, EvalResult
+from kernelbench.tasks.catalog import find_task
+from kernelbench.tasks.solutions import find_solution
 
 KNOWN_GOOD_TASK = "L1/01_relu"
 TIMEOUT_S = 600.0
@@ -30,8 +33,6 @@ class PreflightFailed(HarnessBroken):
 
 def known_good(device: str) -> tuple[object, str]:
     """(task, solution text) of the built-in known-good solution for `device`."""
-    from kernelbench.tasks.catalog import find_task
-    from kernelbench.tasks.solutions import find_solution
 
     solution = find_solution(KNOWN_GOOD_TASK, "cuda" if device == "cuda" else "cpu")
     with open(solution.path, encoding="utf-8") as f:
@@ -54,8 +55,6 @@ def preflight(config: EvalConfig, *, executor: str = "local", ray_address: str =
         if evaluator is not None:
             result = evaluator.submit(task, src, cfg).result(timeout=TIMEOUT_S)
         else:
-            from kernelbench.executors.executor import ExecutorConfig, make_evaluator
-
             with make_evaluator(cfg, ExecutorConfig(kind=executor, ray_address=ray_address, compile_workers=1)) as ev:
                 result = ev.submit(task, src).result(timeout=TIMEOUT_S)
     except PreflightFailed:

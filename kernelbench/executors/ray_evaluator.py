@@ -46,6 +46,9 @@ from kernelbench.harness.feedback import render
 from kernelbench.harness.result import HARNESS_ERROR, Conditions, EvalResult
 from kernelbench.tasks.task import Task
 
+# Imports inside functions: optional or GPU-only libraries (ray, imported when the Ray executor is chosen) are
+# imported only where they are used, so a machine without them runs everything else.
+
 log = logging.getLogger(__name__)
 
 MAX_RETRIES = 2

@@ -9,11 +9,13 @@ import secrets
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import torch
+
 from kernelbench.harness import children, paired, protocol
-from kernelbench.harness.isolation import sandbox
-from kernelbench.harness.child.result_files import CHECKS_FILE, check_file, read_result
-from kernelbench.tasks.inputs import Seeds
+from kernelbench.harness.child.result_files import check_file, CHECKS_FILE, read_result
 from kernelbench.harness.config import EvalConfig
+from kernelbench.harness.isolation import sandbox
+from kernelbench.tasks.inputs import Seeds
 from kernelbench.tasks.task import Task
 
 
@@ -77,7 +79,6 @@ def _load(path: str) -> dict[str, Any]:
     evaluation of the benchmark's ReLU, whose two files hold about 350 MB). Safe to map: the child has ended,
     no candidate's uid can write its folder, and the files are deleted or left parent-only right after
     (`measurement`, `reference_cache`), so the pages cannot change under the record."""
-    import torch
 
     return torch.load(path, weights_only=True, mmap=True)
 

@@ -37,12 +37,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from kernelbench.harness import children, reference
-from kernelbench.harness.isolation import sandbox
 from kernelbench.harness.build.build_tree import remove_tree
-from kernelbench.tasks.inputs import Seeds, draw_seeds
+from kernelbench.harness.isolation import sandbox
 from kernelbench.harness.reference import HarnessError, Reference
 from kernelbench.harness.staged import Staged
+from kernelbench.tasks.inputs import draw_seeds, Seeds
 
 MAX_ENTRIES = 32
 """References kept at once: a GRPO step of 8 tasks holds 8 groups; the rest is slack for the next step."""
@@ -240,8 +242,6 @@ def _nbytes(h: Held) -> int:
 
 
 def _tensor_bytes(x: Any) -> int:
-    import torch
-
     if isinstance(x, torch.Tensor):
         return x.untyped_storage().nbytes()
     if isinstance(x, dict):

@@ -22,12 +22,16 @@ from __future__ import annotations
 
 import ast
 import functools
+import inspect
 import re
 
 from kernelbench.harness.build import triton_kernels
 from kernelbench.harness.child import build_flags
 from kernelbench.harness.protocol import Violation
-from kernelbench.harness.source_scan import Source, has_function_body, kernel_sources, last_name, strip_c_comments
+from kernelbench.harness.source_scan import has_function_body, kernel_sources, last_name, Source, strip_c_comments
+
+# Imports inside functions: torch.utils.cpp_extension (0.16 s to import) loads only when a build needs it: a warm
+# `kernel-agent eval` pays every import.
 
 
 # Allowlist, not a denylist: a denylist loses to the first module nobody thought of (ctypes, importlib,
@@ -175,7 +179,6 @@ def _check_build_options(src: Source, call: ast.Call) -> None:
 @functools.cache
 def load_inline_params() -> tuple[str, ...]:
     """torch's `load_inline` parameter names in order (they move between versions: 2.x added `sycl_sources`)."""
-    import inspect
 
     from torch.utils import cpp_extension
 

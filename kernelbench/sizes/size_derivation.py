@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kernelbench.harness.isolation import sandbox
 from kernelbench.sizes import size_probe
-from kernelbench.tasks.cpu_size_records import CpuSizeRecord, source_sha
+from kernelbench.tasks.cpu_size_records import CpuSizeRecord, record_key, source_sha
 from kernelbench.tasks.task import Task
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -48,7 +48,6 @@ def derive(tasks: list[Task], config: DeriveConfig = DeriveConfig(),
     """A record per task (keyed like `record_key`, e.g. `kb:L1/19_ReLU`), from one sandboxed server run.
     With `recorded`, a task whose record is there (and has a size) is only re-timed at that size. A task
     the server never answered (it was killed) comes back `unscalable` with the reason."""
-    from kernelbench.tasks.cpu_size_records import record_key
 
     if not tasks:
         return {}
@@ -123,7 +122,6 @@ def _record(key: str, task: Task, answer: dict) -> CpuSizeRecord:
 def to_derive(tasks: list[Task], records: dict[str, CpuSizeRecord], rederive: bool = False) -> tuple[list[Task], list[str]]:
     """The tasks a derivation run must (re)derive, and a message for each one whose text changed since its
     record: no record, a stale hash (the record is for another text), or all of them with `rederive`."""
-    from kernelbench.tasks.cpu_size_records import record_key
 
     todo, messages = [], []
     for t in tasks:

@@ -34,6 +34,9 @@ from kernelbench.sizes.reference_cost import RUN_CAP_MS, RUNS, estimate_ms, meas
 from kernelbench.harness.child import progress, spawn_guard
 from kernelbench.tasks.size_plan import SizePlan, constants_at, literal_sizes, plan_sizes
 
+# Imports inside functions: torch (1-2 s to import) loads when this module's work runs; importing it stays free of
+# torch, and so do the modules that import it at their top.
+
 TARGET_MS = 5.0
 ACCEPT_MS = (2.5, 10.0)
 """Stop searching once a measurement lands here: well inside 1-20 ms, so noise does not push it out."""

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernelbench.tasks.size_plan import plan_sizes
 from kernelbench.tasks.task import Task, TaskFormatError
 
 RECORDS_FILE = Path(__file__).with_name("kernelbench_cpu_sizes.json")
@@ -177,7 +178,6 @@ def apply_overrides(module: Any, overrides: dict[str, Any]) -> None:
 def cpu_size_of(task: Task) -> dict[str, Any]:
     """For `tasks list --size cpu`: whether `task` has a CPU size and a line saying which or why not.
     Reads files only (a task's own `CPU_SIZE` is found with `ast`); nothing is executed."""
-    from kernelbench.tasks.size_plan import plan_sizes
 
     try:
         own = "CPU_SIZE" in plan_sizes(task.source).constants or "CPU_SIZE =" in task.source

@@ -28,6 +28,9 @@ from typing import Any, Callable
 from kernelbench.tasks.inputs import Seeds, make_input_sets
 from kernelbench.tasks.task import TaskFormatError
 
+# Imports inside functions: torch loads when inputs are drawn; the task catalog and `kernel-agent tasks` import the
+# task records without it.
+
 NAME = "INPUT_CONFIGS"
 RESERVED = ("Model", "get_inputs", "get_init_inputs", "CPU_SIZE", NAME, "OP_POLICY")
 """Module names a configuration may not override: code and the task format's own settings."""

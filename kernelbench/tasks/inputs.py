@@ -12,6 +12,9 @@ import secrets
 from dataclasses import dataclass
 from typing import Any, Callable
 
+# Imports inside functions: torch loads when inputs are drawn; the task catalog and `kernel-agent tasks` import the
+# task records without it.
+
 EXTRA_DISTRIBUTIONS = ("normal_x3", "negated", "uniform_pm1")
 """Signed normal scaled by 3, the negated `get_inputs()` draw, uniform in [-1, 1] (floating tensors only)."""
 

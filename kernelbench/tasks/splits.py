@@ -23,6 +23,8 @@ import sys
 from collections import Counter
 from typing import Iterable
 
+from kernelbench.tasks.builtin import load_builtin
+from kernelbench.tasks.family import split_of as family_split
 from kernelbench.tasks.task import Task
 
 HELDOUT_FRACTION = 0.1
@@ -80,8 +82,6 @@ def is_heldout(task: Task) -> bool:
 def split_of(task: Task) -> str:
     """`train`, `heldout` or `extra` (see the module docstring); a task family holds out tasks of its own choosing."""
     if origin_kind(task.origin) == "family":
-        from kernelbench.tasks.family import split_of as family_split
-
         return family_split(task)
     if is_heldout(task):
         return "heldout"
@@ -120,7 +120,6 @@ def first_salt(tasks: list[Task], prefix: str = "builtin-", max_share: float = 0
 
 def _report_builtin(argv: list[str]) -> int:
     """`python -m kernelbench.tasks.splits [--find-salt]`: held-out counts of the built-in suite per level."""
-    from kernelbench.tasks.builtin import load_builtin
 
     tasks = load_builtin()
     if "--find-salt" in argv:

@@ -10,6 +10,7 @@ still gets its own import outcome, cached inside the entry (`kernelbench.harness
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import json
@@ -17,8 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.build.toolchain import clang_cxx, gcc_fingerprint, interpreter_fingerprint, tool_version
+from kernelbench.harness.config import EvalConfig
 
 HARNESS_DIR = Path(__file__).resolve().parent.parent
 BUILD_CODE_MODULES = ("build/build_cache.py", "build/build_tree.py", "build/builder.py", "child/build_flags.py", "build/pch.py",
@@ -91,7 +92,6 @@ def compiled_parts(src: str) -> str | None:
     literal (constants, lists, dicts, `+` and f-strings of literals, names bound exactly once to those).
     Two files with the same parts and toolchain then hand load_inline the same names, sources and flags.
     """
-    import ast
 
     try:
         tree = ast.parse(src)

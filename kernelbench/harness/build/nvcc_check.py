@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
+import sysconfig
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernelbench.harness.isolation import sandbox
 from kernelbench.harness.build.build_tree import remove_tree
 from kernelbench.harness.build.toolchain import extract_error_lines
+from kernelbench.harness.isolation import sandbox
+
+# Imports inside functions: torch.utils.cpp_extension (0.16 s to import) loads only when a build needs it: a warm
+# `kernel-agent eval` pays every import.
 
 SHIM_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "shims")
 LOAD_INLINE_CUDA_PRELUDE = "#include <torch/types.h>\n#include <cuda.h>\n#include <cuda_runtime.h>\n"
@@ -33,7 +38,6 @@ class NvccCheck:
 
 def _string_value(node, names: dict) -> str | None:
     """The text of a literal string expression: constants, names bound to them, `+`, f-strings of those."""
-    import ast
 
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
@@ -53,7 +57,6 @@ def _string_value(node, names: dict) -> str | None:
 
 def extract_cuda_sources(src: str) -> list[str]:
     """The `cuda_sources` texts of every `load_inline` call, read with `ast` (the candidate never runs)."""
-    import ast
 
     tree = ast.parse(src)
     names = {t.id: n.value for n in ast.walk(tree) if isinstance(n, ast.Assign)
@@ -75,8 +78,6 @@ def extract_cuda_sources(src: str) -> list[str]:
 
 
 def nvcc_command(cu_path: str, obj_path: str, arch: str = "sm_90") -> list[str]:
-    import sysconfig
-
     from torch.utils import cpp_extension
 
     inc = os.path.join(cpp_extension._TORCH_PATH, "include")

@@ -22,17 +22,22 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import inspect
 import json
 import os
 import secrets
+import sysconfig
 from pathlib import Path
 
-from kernelbench.harness.isolation import sandbox
 from kernelbench.harness.build.build_cache import compiled_parts
 from kernelbench.harness.build.build_tree import BUILD_MAX_MB, BuildTreeError, copy_regular, remove_tree
 from kernelbench.harness.build.cache_quota import CacheItem, evict_lru
-from kernelbench.harness.child.load_inline_hook import STANDARD_CFLAGS, clang_pch_info, normal_flags
 from kernelbench.harness.build.toolchain import clang_cxx, gcc_fingerprint, libomp_path, tool_version
+from kernelbench.harness.child.load_inline_hook import clang_pch_info, normal_flags, STANDARD_CFLAGS
+from kernelbench.harness.isolation import sandbox
+
+# Imports inside functions: torch.utils.cpp_extension (0.16 s to import) loads only when a build needs it: a warm
+# `kernel-agent eval` pays every import.
 
 PCH_FLAG_TOKENS = frozenset({"-O0", "-O1", "-O2", "-O3", "-Os", "-fopenmp", "-march=native", "-mtune=native",
                              "-ffast-math", "-funroll-loops", "-fno-math-errno", "-DNDEBUG", "-g0"})
@@ -61,7 +66,6 @@ def pch_command(out_path: str, flags: tuple[str, ...] = STANDARD_CFLAGS, cxx: st
     """The command that precompiles torch/extension.h with the flags load_inline builds main.cpp with: gcc's,
     or clang's (`cxx`), which also instantiates the header's pending templates into the PCH; gcc redoes
     those in every build (measured: 8.7 s of the 22 s an include-only main.cpp takes at -O3)."""
-    import sysconfig
 
     from torch.utils import cpp_extension
 
@@ -105,7 +109,6 @@ def _flags_hash(flags: tuple[str, ...]) -> str:
 
 def _load_inline_params() -> list[str]:
     """load_inline's parameter names in order (they move between torch versions: 2.x added sycl_sources)."""
-    import inspect
 
     from torch.utils import cpp_extension
 

@@ -29,11 +29,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from kernelbench.harness.isolation import sandbox
 from kernelbench.harness.build.build_cache import build_code_hash, compiled_parts, toolchain_fingerprint
 from kernelbench.harness.build.build_tree import BuildTreeError, copy_regular, remove_tree
-from kernelbench.harness.child import launch
-from kernelbench.harness.child.load_inline_hook import STANDARD_CFLAGS, clang_pch_info, normal_flags
+from kernelbench.harness.child import launch, load_inline_hook
+from kernelbench.harness.child.load_inline_hook import clang_pch_info, normal_flags, STANDARD_CFLAGS
+from kernelbench.harness.isolation import sandbox
+
+# Imports inside functions: torch.utils.cpp_extension (0.16 s to import) loads only when a build needs it: a warm
+# `kernel-agent eval` pays every import.
 
 TEMPLATE_FILE = "prebuild-template-{}.json"
 """Named by `template_key`: the build code's hash (`build_cache.build_code_hash`: this module, the hook, the
@@ -138,8 +141,6 @@ def probe_child(pch_dir: str, flags: list[str], scratch: str) -> None:
     """In the probe's sandboxed child: torch's `load_inline` through the compile child's hook, with ninja and
     the library's import switched off; writes what it wrote to `probe.json`."""
     from torch.utils import cpp_extension
-
-    from kernelbench.harness.child import load_inline_hook
 
     cpp_extension._run_ninja_build = lambda *a, **k: None
     cpp_extension._import_module_from_library = lambda *a, **k: None

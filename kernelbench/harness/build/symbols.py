@@ -32,6 +32,9 @@ from kernelbench.harness.child.build_manifest import file_sha256
 from kernelbench.harness.build.build_tree import BUILD_BOUNDS, TREE_TOO_LARGE, TreeTooLarge
 from kernelbench.harness.protocol import Violation
 
+# Imports inside functions: torch (1-2 s to import) loads when this module's work runs; importing it stays free of
+# torch, and so do the modules that import it at their top.
+
 NM_TIMEOUT_S = 30.0
 """Most seconds (wall and CPU) one `nm` may run: an honest library takes well under one."""
 NM_TOTAL_S = 120.0

@@ -22,6 +22,9 @@ import tempfile
 from kernelbench.harness.isolation import sandbox
 from kernelbench.harness.child.load_inline_hook import STANDARD_CFLAGS
 
+# Imports inside functions: optional or GPU-only libraries (pynvml, and torch.utils.cpp_extension: 0.16 s, only for
+# builds) are imported only where they are used, so a machine without them runs everything else.
+
 @functools.lru_cache(maxsize=None)
 def tool_version(argv: tuple[str, ...]) -> str:
     try:

@@ -30,6 +30,9 @@ from typing import Any
 
 from kernelbench.harness.child import build_flags
 
+# Imports inside functions: torch.utils.cpp_extension (0.16 s to import) loads only when a build needs it: a warm
+# `kernel-agent eval` pays every import.
+
 FLAG = "dynamic:build_outside_compile_stage"
 UNTRACKED = frozenset({"lock", ".ninja_log", ".ninja_deps"})
 """Files of a build folder that say nothing about what was built: torch's build baton and ninja's logs."""

@@ -20,6 +20,9 @@ import struct
 import warnings
 from typing import Any
 
+# Imports inside functions: torch (1-2 s to import) loads when this module's work runs; importing it stays free of
+# torch, and so do the modules that import it at their top.
+
 MAGIC = b"KAT1"
 PREFIX = struct.Struct(">4sII")
 """Magic, the JSON header's length in bytes, and where the first tensor's bytes start in the payload."""

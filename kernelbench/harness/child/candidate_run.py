@@ -30,6 +30,9 @@ from kernelbench.harness.child.call_windows import recorded
 from kernelbench.harness.child.progress import UNTRUSTED, progress
 from kernelbench.harness.child.outputs import call_record, flatten_output, sync
 
+# Imports inside functions: the sandbox's import order: the checks load when the run job installs them, after the
+# timers are captured and before any candidate code (`worker`'s docstring).
+
 
 def os_threads() -> int:
     """Threads of this process as the OS sees them: Python threads and threads C++ started alike."""

@@ -28,6 +28,9 @@ from typing import Any, Callable
 
 import torch.utils.cpp_extension as cpp_extension
 
+# Imports inside functions: optional or GPU-only libraries (triton's runtime, cupy: only when a candidate uses them)
+# are imported only where they are used, so a machine without them runs everything else.
+
 _calls = 0
 _originals: dict[str, Callable[..., Any]] = {}
 _MARK = "_kernel_agent_counting"

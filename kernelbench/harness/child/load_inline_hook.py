@@ -18,6 +18,7 @@ modules (`build_flags`, `build_manifest`).
 
 from __future__ import annotations
 
+import ctypes
 import inspect
 import json
 import os
@@ -25,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from kernelbench.harness.child import build_flags, build_manifest, prebuild
+
+# Imports inside functions: torch.utils.cpp_extension (0.16 s to import) loads only when a build needs it: a warm
+# `kernel-agent eval` pays every import.
 
 STANDARD_CFLAGS = ("-O3", "-fopenmp")
 """Flags the parent's PCH is built with, and that CPU builds without explicit flags get. `-fopenmp` is in
@@ -43,7 +47,6 @@ def start_libomp_pool(pch_dir: str) -> None:
     with `-fopenmp` (see `kernelbench.harness.build.pch.CLANG_OPENMP`). libomp keeps its workers after a parallel region, as libgomp does
     (torch's warm-up starts those); started first by the candidate they would count as its threads. The
     parallel region runs libc's `free(NULL)` in each thread: no Python callback, so no Python thread state."""
-    import ctypes
 
     clang = clang_pch_info(pch_dir) if pch_dir else None
     if not clang or "-fopenmp" not in clang["flags"] or not clang.get("libomp"):

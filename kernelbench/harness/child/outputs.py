@@ -6,6 +6,11 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from kernelbench.harness.child import call_frames
+
+# Imports inside functions: torch (1-2 s to import) loads when this module's work runs; importing it stays free of
+# torch, and so do the modules that import it at their top.
+
 
 def non_overlapping_and_dense(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     """Whether a strided tensor's elements fill one block of memory exactly once, in any dimension order (a
@@ -60,7 +65,6 @@ def call_record(out: Any, args: list[Any]) -> dict[str, Any]:
 def report_value(out: Any, buffers: list[Any]) -> list[Any]:
     """The payload the run child sends for one call, as the buffers `report.Reporter.send_parts` writes
     (`report.Reporter.send_tensors` writes the same)."""
-    from kernelbench.harness.child import call_frames
 
     return call_frames.encode(call_record(out, buffers))
 

@@ -8,6 +8,8 @@ import json
 import signal
 from typing import Any
 
+from kernelbench.harness.child import profiler, report as report_channel
+
 _setitimer, _signal_handler, _SIGALRM = signal.setitimer, signal.signal, signal.SIGALRM
 
 
@@ -15,8 +17,6 @@ def warm_up(device: str) -> str:
     """Start the profiler once before timing (`profiler.warm_up`); what went wrong, or "": a profiler that cannot
     start is the harness's problem and costs only the profile, never the evaluation."""
     try:
-        from kernelbench.harness.child import profiler
-
         profiler.warm_up(device)
     except Exception as e:
         return f"the profiler could not start: {type(e).__name__}: {e}"[:300]
@@ -25,7 +25,6 @@ def warm_up(device: str) -> str:
 
 def report(model: Any, args: list[Any], device: str, kernels: Any) -> dict[str, Any]:
     """The profile of one untimed call as the plain report the parent reads; a failure is a report too."""
-    from kernelbench.harness.child import profiler
 
     try:
         return profiler.profile_call(model, args, device, kernels)
@@ -38,7 +37,6 @@ def after_report(kind: str, model: Any, args: list[Any], device: str, reporter: 
     """The run child's last step, after its report: the profiled call and its table as the trailer frame.
     `limit_s` (`EvalConfig.profile_timeout_s`): then SIGALRM at its default action ends the child, its report
     already sent."""
-    from kernelbench.harness.child import profiler, report as report_channel
 
     _signal_handler(_SIGALRM, signal.SIG_DFL)
     _setitimer(signal.ITIMER_REAL, max(limit_s, 0.1))

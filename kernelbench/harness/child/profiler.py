@@ -7,6 +7,9 @@ from __future__ import annotations
 import sys
 from typing import Any, Iterable
 
+# Imports inside functions: torch loads in the sandboxed child when it profiles; the parent's records
+# (`insight.profiling`, `result`) import this module's constants without torch.
+
 MARK = "kernel_agent::profiled_call"
 """Name of the range around the whole profiled call (its duration is the call's)."""
 MAX_ROWS = 8

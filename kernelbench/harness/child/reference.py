@@ -13,15 +13,20 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
+import torch
+
 from kernelbench.harness import protocol
 from kernelbench.harness.child import profiled_call, timing
 from kernelbench.harness.child.outputs import flatten_output, input_digests, report_value, sync
-from kernelbench.harness.child.result_files import CHECKS_FILE, check_file
+from kernelbench.harness.child.result_files import check_file, CHECKS_FILE
+from kernelbench.tasks.problem import load_problem
+from kernelbench.tasks.task import Task
+
+# Imports inside functions: the task's modules load when the reference job runs, after the worker has captured its
+# timers; the parent imports this module's helpers without them.
 
 
 def full_precision() -> None:
-    import torch
-
     # DESIGN.md rule 3: PyTorch lets convolutions use TF32 by default, which alone misses a 1e-4 tolerance.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -34,12 +39,8 @@ def discard(label: str, out: Any, buffers: list[Any]) -> None:
 
 
 def run_reference(job: protocol.ReferenceJob, scratch: str, reporter: Any = None) -> tuple[protocol.ReferenceResult, None]:
-    import torch
-
     from kernelbench.tasks.inputs import Seeds, clone_args, to_device
     from kernelbench.tasks.input_configs import labels
-    from kernelbench.tasks.problem import load_problem
-    from kernelbench.tasks.task import Task
 
     setup = job.setup
     device = setup.device
@@ -93,7 +94,6 @@ def _make_inputs(problem: Any, seeds: Any, setup: protocol.Setup, scratch: str,
     seeds and written to `inputs.pt`; with them, for a task declaring `KEEP_STATE_DICT`, the reference's
     `state_dict` (on the CPU), which the run child checks the candidate's against and loads into it
     (`candidate_run._weights`)."""
-    import torch
 
     from kernelbench.tasks.inputs import clone_args, make_input_sets, make_timing_sets
     from kernelbench.tasks.input_configs import make_config_sets
@@ -118,7 +118,6 @@ def _refuse_oversized(get_inputs: Callable[[], Any], limit_mb: int) -> None:
     """Raise (a harness error naming the size) when one input set is over `limit_mb` MiB, before any is drawn:
     the sizes come from `get_inputs()` on the meta device (no memory, no time). A `get_inputs` that cannot run
     there (it reads a tensor's values) is measured on its first real set instead."""
-    import torch
 
     if limit_mb <= 0:
         return
@@ -140,7 +139,6 @@ def _expected(model: Any, sets: list[Any], timing_sets: list[Any], timed: list[A
     """Reference outputs of every set, timing set and hidden check call, and the check calls' input digests,
     written to `reference.pt`; the output structures, and the profiler's warm-up error ("" when none or
     not asked)."""
-    import torch
 
     from kernelbench.tasks.inputs import clone_args, to_device
 
@@ -175,7 +173,6 @@ def _keep_check(scratch: str, kept: set[int]) -> Callable[[str, Any, list[Any]],
     leaves this process's memory. Why a file and not a list: outputs kept in memory took the heap space each block's
     freed copies left, so every later timed call of the reference allocated its output on fresh pages (an rms_norm
     reference's trials went from 3.2 to 21 ms and an honest candidate was rejected `timing_inconsistent`)."""
-    import torch
 
     def keep(label: str, out: Any, buffers: list[Any]) -> None:
         j = int(label.split("/")[1])
@@ -193,7 +190,6 @@ def _judged_checks(n: int | None, kept: set[int], checks: list[Any], timed: list
     pool is twice what the blocks place, and computing, digesting and saving all of it before timing held both
     children for 0.3-0.4 s of a 2.5 s warm evaluation (8 MB ReLU); here only the judged ones are digested, while
     the run child verifies."""
-    import torch
 
     if n is None:
         raise RuntimeError("paired timing: the parent ended without the count of judged check calls")
@@ -207,7 +203,6 @@ def _judged_checks(n: int | None, kept: set[int], checks: list[Any], timed: list
 def _timings(job: protocol.ReferenceJob, model: Any, timed: list[Any], device: str, checks: list[Any], profile: bool,
              profile_error: str, scratch: str) -> dict[str, Any]:
     """The reference's timing (paired or in one go), its profiled call and its torch.compile baseline."""
-    import torch
 
     from kernelbench.tasks.inputs import clone_args
 

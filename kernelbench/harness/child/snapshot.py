@@ -4,15 +4,27 @@ rebound is reported as `timer_patched` (a timer) or `harness_tampered` (anything
 
 from __future__ import annotations
 
+import builtins
+import dataclasses
 import json
 import os
 import sys
 import threading
+import time
 import traceback
 import types
 from typing import Any
 
-from kernelbench.harness.child import timing
+import torch
+import torch.utils._python_dispatch as python_dispatch
+
+from kernelbench.harness import protocol, record_codec
+from kernelbench.harness.child import (build_flags, build_manifest, load_inline_hook, outputs, profiled_call,
+                                       progress, reference, report, spawn_guard, timing)
+from kernelbench.tasks import inputs
+
+# Imports inside functions: torch.utils.cpp_extension (0.16 s to import) loads only when a build needs it: a warm
+# `kernel-agent eval` pays every import.
 
 
 class Snapshot:
@@ -88,18 +100,8 @@ def harness_holders(own: list[types.ModuleType]) -> list[tuple[str, Any]]:
     Python and torch the worker calls to copy, trace, serialise and write its result. `own`: the run child's
     modules that import this one (its phases, its entry point) and its checks, passed in by the caller rather
     than imported here (no import circle)."""
-    import builtins
-    import dataclasses
-    import time
 
-    import torch
-    import torch.utils._python_dispatch as python_dispatch
     import torch.utils.cpp_extension as cpp_extension
-
-    from kernelbench.harness import protocol, record_codec
-    from kernelbench.harness.child import build_flags, build_manifest, load_inline_hook, outputs, profiled_call, progress
-    from kernelbench.harness.child import reference, report, spawn_guard
-    from kernelbench.tasks import inputs
 
     modules = [builtins, time, os, os.path, json, threading, traceback, types, dataclasses, torch, torch.cuda,
                torch.serialization, python_dispatch, cpp_extension, timing, inputs, load_inline_hook, report, progress,

@@ -29,6 +29,9 @@ from kernelbench.harness.child.candidate_run import import_candidate  # noqa: E4
 from kernelbench.harness.child.progress import STARTED, UNTRUSTED, progress  # noqa: E402
 from kernelbench.harness.child.result_files import RESULT_FILE  # noqa: E402
 
+# Imports inside functions: the sandbox's import order: `timing` first (it captures the timers), the rest after; a
+# job's own modules when it runs.
+
 MAX_ERROR_CHARS = 1 << 20
 """Most characters of an import error the compile child reports (a compiler log inside torch's message)."""
 

@@ -41,6 +41,9 @@ import socket
 import sys
 import traceback
 
+# Imports inside functions: the sandbox's import budget: the zygote imports what every job needs once, a job's own
+# modules load in the forked child.
+
 SETUP_FAILED = 125
 """Exit status of a keeper or job process whose setup failed before the worker ran (the worker never said
 `S` on its progress pipe: the parent reports a harness fault, never the candidate's)."""

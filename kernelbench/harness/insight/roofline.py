@@ -17,8 +17,9 @@ import subprocess
 import warnings
 from dataclasses import dataclass
 
-from kernelbench.harness.insight.peaks import Peaks, gpu_peaks
 from kernelbench.harness.child.work import Work
+from kernelbench.harness.insight.cpu_peaks import cpu_peaks
+from kernelbench.harness.insight.peaks import gpu_peaks, Peaks
 
 ABOVE_ROOFLINE = "above_roofline"
 """Flag of a result whose sol_fraction exceeds 1 (see the module docstring)."""
@@ -68,7 +69,6 @@ def device_peaks(device: str, device_name: str, threads: int) -> Peaks | None:
     run's thread count; None for a GPU whose figures are not in `peaks.GPU_PEAKS`."""
     if device == "cuda":
         return gpu_peaks(device_name)
-    from kernelbench.harness.insight.cpu_peaks import cpu_peaks
 
     return cpu_peaks(threads)
 

@@ -13,6 +13,9 @@ import os
 import platform
 from dataclasses import dataclass
 
+# Imports inside functions: optional or GPU-only libraries (pynvml, and torch: only when a GPU is read) are imported
+# only where they are used, so a machine without them runs everything else.
+
 
 @dataclass(frozen=True)
 class DeviceReading:

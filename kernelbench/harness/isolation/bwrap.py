@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import site
 import subprocess
 import sys
 import tempfile
@@ -57,7 +58,6 @@ def child_readonly_paths() -> list[str]:
     Never a hidden root itself nor a folder above the temporary folder: the scratch folders, slot locks and
     other evaluations' files live there and must stay hidden.
     """
-    import site
 
     project = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     wanted = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), project,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import os
 import tempfile
+import time
 from pathlib import Path
 
 SLOT_UID_BASE = 61000
@@ -82,8 +83,6 @@ class TimingLease:
         """Seconds spent waiting for the turn."""
 
     def __enter__(self) -> "TimingLease":
-        import time
-
         t0 = time.perf_counter()
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         self.waited_s = time.perf_counter() - t0
