@@ -26,6 +26,7 @@ import pytest
 from kernelbench.executors.evaluator import Evaluator
 from kernelbench.executors.groups import Groups
 from kernelbench.harness import reference, reference_cache
+from kernelbench.harness.child.result_files import SavedInputs
 from kernelbench.harness.isolation import bwrap, process_tree, sandbox
 from kernelbench.harness.build.build_tree import remove_tree
 from kernelbench.tasks.inputs import Seeds
@@ -187,7 +188,7 @@ def fake_children(monkeypatch, tmp_path):
             raise reference.HarnessError("the task's reference failed")
         folder = tempfile.mkdtemp(dir=tmp_path)
         Path(folder, "inputs.pt").write_bytes(b"\0" * state["size"])
-        ref = reference.Reference(None, None, [], {}, [])
+        ref = reference.Reference(None, None, [], SavedInputs([], [], [], None), [])
         return Held(ref, Seeds(state["calls"], (1,), ()), folder)
 
     monkeypatch.setattr(reference_cache, "compute", compute)

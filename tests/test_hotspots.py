@@ -137,7 +137,7 @@ def test_each_task_file_shows_and_its_reference_runs_in_the_harness(extracted, c
             finally:
                 remove_tree(scratch)
         assert ref.outputs and ref.timing.median_ms > 0
-        assert ref.inputs["state_dict"] is not None and all(k in ref.inputs["state_dict"] for k in
+        assert ref.inputs.state_dict is not None and all(k in ref.inputs.state_dict for k in
                                                            _state_names(w["file"]))
 
 

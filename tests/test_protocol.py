@@ -32,7 +32,7 @@ REPORTS = [
     protocol.CompileReport(nonce="ab", fault=None),
     protocol.CompileReport(nonce="ab", fault=FAULT),
     protocol.ReferenceReport(nonce="cd", fault=None, result=protocol.ReferenceResult(
-        structures=("T", "T"), work={"bytes": 4096}, work_error="", set_configs=(0, 1), config_labels=("a", "b"),
+        structures=("T", "T"), work=protocol.Work(input_bytes=4096, estimated_ops=("cumsum",)), work_error="", set_configs=(0, 1), config_labels=("a", "b"),
         timing=TIMING, timing_blocks=None, profile={"ok": True, "rows": []}, compile_timing=None)),
     protocol.RunReport(nonce="ef", build_refused=("late.so",), fault=None, result=RUN_RESULT),
     protocol.RunReport(nonce="ef", build_refused=(), fault=FAULT, result=None),

@@ -292,9 +292,17 @@ def test_a_result_record_is_read_strictly_and_carries_no_score_of_its_own():
     assert EvalResult.from_dict({**d, "score": 99.0}) == r  # an older record's display score means nothing now
     with pytest.raises(ValueError, match="unknown field.*speedup_x"):
         EvalResult.from_dict({**d, "speedup_x": 3.0})
-    with pytest.raises(ValueError, match="conditions: unknown field.*gpu"):
+    with pytest.raises(ValueError, match=r"conditions: missing fields \[\], unknown fields \['gpu'\]"):
         EvalResult.from_dict({**d, "conditions": {**d["conditions"], "gpu": "x"}})
+    with pytest.raises(ValueError, match=r"EvalResult: missing fields \['speedup'\]"):  # a field never defaults
+        EvalResult.from_dict({k: v for k, v in d.items() if k != "speedup"})
+    with pytest.raises(ValueError, match=r"EvalResult.speedup: expected float, got str"):
+        EvalResult.from_dict({**d, "speedup": "2.0"})
+    with pytest.raises(ValueError, match=r"EvalResult.conditions.timing_trials: expected int, got float"):
+        EvalResult.from_dict({**d, "conditions": {**d["conditions"], "timing_trials": 2.5}})
+    with pytest.raises(ValueError, match=r"limits_held"):
+        EvalResult.from_dict({**d, "limits_held": ["memory", "wishful"]})
     with pytest.raises(ValueError, match="unknown status 'great'"):
         EvalResult.from_dict({**d, "status": "great"})
     older = {k: v for k, v in d.items() if k not in ("sol_fraction", "profile", "limits_held")}
-    assert EvalResult.from_dict(older).sol_fraction == 0.0  # fields added later load with their defaults
+    assert EvalResult.from_dict(older).sol_fraction == 0.0  # fields added later (ADDED_LATER) load with the value they meant

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 
 import pytest
 import torch
@@ -15,7 +16,8 @@ from evals.report import write_report
 from kernelbench.harness.insight import cpu_peaks, roofline
 from kernelbench.harness.insight.peaks import TERA, Peaks, gpu_peaks
 from kernelbench.harness.result import EvalResult
-from kernelbench.harness.child.work import Work, count_work
+from kernelbench.harness.child.work import count_work
+from kernelbench.harness.protocol import Work
 
 # A made-up device with round numbers, so every time below is exact by hand:
 # 100 GB/s at any working set, 100 GFLOP/s for fp32 matrix products and element-wise work alike.
@@ -49,7 +51,7 @@ def test_matmul_bytes_flops_and_roofline_by_hand():
     assert r.memory_ms == pytest.approx(1.4336e-4) and r.compute_ms == pytest.approx(6.5536e-4)
     assert r.time_ms == pytest.approx(6.5536e-4) and r.bound == "compute"
     # TF32 allowed: the tensor-core peak applies, 65536 / 800e9 = 8.192e-5 ms, and memory becomes the bound
-    tf32 = roofline.roofline(Work(**{**w.to_dict(), "tf32": True, "estimated_ops": ()}), FLAT)
+    tf32 = roofline.roofline(replace(w, tf32=True), FLAT)
     assert tf32.compute_ms == pytest.approx(8.192e-5) and tf32.bound == "memory"
 
 
@@ -117,13 +119,13 @@ def test_bandwidth_curve_takes_the_largest_measured_set_not_above_the_task():
 
 def test_assess_never_caps_and_gives_interpreted_runs_no_fraction(monkeypatch):
     monkeypatch.setattr(roofline, "device_peaks", lambda *a: FLAT)
-    relu = Work(input_bytes=1048576, output_bytes=1048576, other_flops=262144, dtype="float32").to_dict()
+    relu = Work(input_bytes=1048576, output_bytes=1048576, other_flops=262144, dtype="float32")
     fast = roofline.assess(relu, "cpu", "x", 1, 0.01048576)  # twice as fast as the roofline's 0.02097152 ms
     assert fast.sol_fraction == pytest.approx(2.0) and fast.bound == "memory"
     assert "2.00x its roofline" in roofline.above_reason(fast)
     assert roofline.assess(relu, "cpu", "x", 1, 0.01, ("interpreted",)).sol_fraction == 0.0
     assert roofline.assess(relu, "cpu", "x", 1, 0.0).roofline_ms == pytest.approx(0.02097152)
-    assert roofline.assess({}, "cpu", "x", 1, 1.0) == roofline.SpeedOfLight()
+    assert roofline.assess(None, "cpu", "x", 1, 1.0) == roofline.SpeedOfLight()
 
 
 def test_old_records_load_with_no_fraction():

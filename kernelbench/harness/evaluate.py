@@ -198,7 +198,7 @@ def _run_stage(staged: Staged, share: Share | None) -> EvalResult:
     comp_ms = ref.compile_timing.median_ms if ref and ref.compile_timing else 0.0
     run_ms = timing.median_ms if timing else 0.0
     speedup = speedup if correct else 0.0
-    sol = roofline.assess(ref.work if ref else {}, config.device, reading.device_name, config.threads,
+    sol = roofline.assess(ref.work if ref else None, config.device, reading.device_name, config.threads,
                           run_ms if correct else 0.0, flags)
     if sol.sol_fraction > 1.0:  # after the status: a finding about the roofline, not about the kernel
         flags.append(roofline.ABOVE_ROOFLINE)

@@ -15,7 +15,7 @@ from kernelbench.harness.build import builder, triton_kernels
 from kernelbench.harness.child import build_manifest, report, timing
 from kernelbench.harness.insight import ncu, profiling
 from kernelbench.harness.isolation import sandbox
-from kernelbench.harness.child.result_files import read_result
+from kernelbench.harness.child.result_files import INPUTS_FILE, read_result
 from kernelbench.harness.build.build_tree import remove_tree
 from kernelbench.tasks.inputs import Seeds, draw_seeds
 from kernelbench.harness.config import EvalConfig
@@ -45,10 +45,10 @@ def _give_inputs(ref_scratch: str, scratch: str, uid: int, collector: report.Col
 
 def _copy_inputs(src_dir: str, scratch: str, uid: int) -> int:
     """`inputs.pt` from `src_dir` into a child's scratch folder, readable by its uid; its size."""
-    target = os.path.join(scratch, "inputs.pt")
+    target = os.path.join(scratch, INPUTS_FILE)
     # a new file, never through a link: the child's folder is its uid's (only harness code runs there yet)
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as dst, open(os.path.join(src_dir, "inputs.pt"), "rb") as src:
+    with os.fdopen(fd, "wb") as dst, open(os.path.join(src_dir, INPUTS_FILE), "rb") as src:
         shutil.copyfileobj(src, dst)
         if uid >= 0:
             os.fchown(dst.fileno(), uid, uid)
@@ -165,11 +165,9 @@ def profile_tables(config: EvalConfig, ref: Reference | None, judged: RunVerdict
     if config.profile not in ("torch", "ncu") or judged.status != CORRECT or config.timing_trials <= 0:
         return profiling.Profile()
     notes = [judged.profile_note]
-    reference = profiling.ProfileTable()
-    try:
-        reference = profiling.table_from_report((ref.profile if ref else {}) or {"error": "no reference profile"})
-    except ValueError as e:
-        notes.append(f"reference: {e}")
+    reference = ref.profile if ref and ref.profile else profiling.ProfileTable()
+    if not (ref and ref.profile):
+        notes.append(f"reference: {(ref.profile_note if ref else '') or 'no reference profile'}")
     tool = "torch.profiler+ncu" if config.profile == "ncu" and config.device == "cuda" else "torch.profiler"
     return profiling.Profile(candidate=judged.profile, reference=reference, tool=tool, unavailable=_joined(*notes))
 

@@ -220,13 +220,46 @@ class CompileReport(Record):
 
 
 @dataclass(frozen=True)
+class Work(Record):
+    """What one forward of the reference moves and computes (`child.work.count_work`: its module docstring has the
+    rules); the roofline's input (`insight.roofline`)."""
+
+    input_bytes: int = 0
+    """Arguments, parameters and buffers, each distinct tensor once."""
+    output_bytes: int = 0
+    """Returned tensors, each once (an output sharing an input's memory moves nothing more)."""
+    matmul_flops: int = 0
+    """FLOPs `FlopCounterMode` counted (matrix products, convolutions, attention): tensor-core work on a GPU."""
+    other_flops: int = 0
+    """FLOPs of every other op, by the rules above (vector-unit work)."""
+    matmul_dtype: str = ""
+    """dtype of the matrix products' operands (the largest one's when they differ); "" when there are none."""
+    dtype: str = ""
+    """dtype of the other ops' outputs (the largest one's when they differ)."""
+    tf32: bool = False
+    """Whether the reference ran with TF32 allowed for fp32 matrix products (the harness turns it off)."""
+    estimated_ops: tuple[str, ...] = ()
+    """Ops counted by the fallback rule (1 FLOP per element of their largest tensor)."""
+    ops: int = 0
+    """ATen ops the forward dispatched."""
+
+    @property
+    def bytes(self) -> int:
+        return self.input_bytes + self.output_bytes
+
+    @property
+    def flops(self) -> int:
+        return self.matmul_flops + self.other_flops
+
+
+@dataclass(frozen=True)
 class ReferenceResult(Record):
     """What the reference child measured (its outputs are in `reference.pt`, its inputs in `inputs.pt`)."""
 
     structures: tuple[str, ...]
     """Each input set's output structure (`outputs.flatten_output`)."""
-    work: dict[str, Any]
-    """Bytes and FLOPs of the timed configuration (`work.Work.to_dict`); {} when not counted."""
+    work: Work | None
+    """Bytes and FLOPs of the timed configuration; None when not counted (`work_error` says why, when it failed)."""
     work_error: str
     """Why counting failed ("" when it did not or was not asked)."""
     set_configs: tuple[int, ...]

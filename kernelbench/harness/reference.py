@@ -12,8 +12,9 @@ from typing import Any
 import torch
 
 from kernelbench.harness import children, paired, protocol
-from kernelbench.harness.child.result_files import check_file, CHECKS_FILE, read_result
+from kernelbench.harness.child.result_files import CHECKS_FILE, INPUTS_FILE, SavedInputs, check_file, read_result
 from kernelbench.harness.config import EvalConfig
+from kernelbench.harness.insight.profiling import ProfileTable, table_from_report
 from kernelbench.harness.isolation import sandbox
 from kernelbench.tasks.inputs import Seeds
 from kernelbench.tasks.task import Task
@@ -35,7 +36,8 @@ class Reference:
     compile_timing: protocol.Timing | None
     """`torch.compile`'s, when `EvalConfig.time_compile_baseline` asked for it."""
     structures: list[str]
-    inputs: dict[str, Any]
+    inputs: SavedInputs
+    """The inputs the reference child drew (`INPUTS_FILE`), which the run child gets a copy of."""
     outputs: list[list[Any]]
     block_medians_ms: tuple[float, ...] = ()
     """Paired timing: the median of each block (empty when timed in one go)."""
@@ -47,10 +49,13 @@ class Reference:
     """Digests of each hidden check call's inputs before the call (`compare.inputs_match`), from the reference."""
     timing_outputs: list[list[Any]] = field(default_factory=list)
     """Outputs of the timing base sets (what the verification round must return)."""
-    work: dict[str, Any] = field(default_factory=dict)
-    """Bytes and FLOPs of the timed configuration (`kernelbench.harness.child.work.Work.to_dict`), {} when not counted."""
-    profile: dict[str, Any] = field(default_factory=dict)
-    """The reference child's profile report of one untimed call (`profiling.table_from_report`); {} when none."""
+    work: protocol.Work | None = None
+    """Bytes and FLOPs of the timed configuration (`child.work.count_work`); None when not counted."""
+    profile: ProfileTable | None = None
+    """The reference's profile of one untimed call, as the parent read its report (`profiling.table_from_report`);
+    None when none was asked for or it did not parse (`profile_note` says why)."""
+    profile_note: str = ""
+    """Why an asked-for profile is missing ("" otherwise)."""
     set_configs: tuple[int, ...] = ()
     """Input configuration of each correctness set (`kernelbench.tasks.input_configs`); empty: one configuration."""
     config_labels: tuple[str, ...] = ()
@@ -98,6 +103,7 @@ def reference_from(task: Task, out: sandbox.ChildOutcome, report: protocol.Refer
                                                  else f"exit {out.returncode}: {out.stderr_tail[-800:]}")
         raise HarnessError(f"reference of task {task.id} failed: {why}")
     blocks = res.timing_blocks
+    profile, profile_note = _profile(res.profile)
     # the candidate may stop after the reference's block of a round: that round is left out
     medians = paired.block_medians(blocks[:rounds], rounds) if rounds and blocks is not None else None
     checks = _judged_checks(scratch, judged_checks) if judged_checks is not None else None
@@ -107,18 +113,29 @@ def reference_from(task: Task, out: sandbox.ChildOutcome, report: protocol.Refer
                        check_input_digests=checks["check_input_digests"] if checks else group.check_input_digests,
                        block_medians_ms=tuple(medians or ()),
                        blocks_ms=tuple(tuple(float(t) for t in b) for b in blocks[:rounds]) if medians else (),
-                       profile=res.profile or {})
+                       profile=profile, profile_note=profile_note)
     saved = _load(os.path.join(scratch, "reference.pt"))
     if checks is not None:
         saved.update(checks)
     return Reference(timing=res.timing, compile_timing=res.compile_timing,
-                     structures=list(res.structures), inputs=_load(os.path.join(scratch, "inputs.pt")),
+                     structures=list(res.structures), inputs=SavedInputs.from_saved(_load(os.path.join(scratch, INPUTS_FILE))),
                      outputs=saved["outputs"], check_outputs=saved["check_outputs"],
                      check_input_digests=saved["check_input_digests"],
                      timing_outputs=saved["timing_outputs"], block_medians_ms=tuple(medians or ()),
                      blocks_ms=tuple(tuple(float(t) for t in b) for b in blocks[:rounds]) if medians else (),
-                     work=res.work, profile=res.profile or {}, set_configs=res.set_configs,
+                     work=res.work, profile=profile, profile_note=profile_note, set_configs=res.set_configs,
                      config_labels=res.config_labels)
+
+
+def _profile(report: dict[str, Any] | None) -> tuple[ProfileTable | None, str]:
+    """The reference child's profile report read once, here (the child's report is a plain dict: the same reader
+    as the run child's untrusted one); None and why when it was asked for and did not parse."""
+    if report is None:
+        return None, ""
+    try:
+        return table_from_report(report), ""
+    except ValueError as e:
+        return None, str(e)
 
 
 def _judged_checks(scratch: str, n: int) -> dict[str, Any]:

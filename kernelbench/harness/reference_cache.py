@@ -41,6 +41,7 @@ import torch
 
 from kernelbench.harness import children, reference
 from kernelbench.harness.build.build_tree import remove_tree
+from kernelbench.harness.child.result_files import INPUTS_FILE
 from kernelbench.harness.isolation import sandbox
 from kernelbench.harness.reference import HarnessError, Reference
 from kernelbench.harness.staged import Staged
@@ -91,7 +92,7 @@ def compute(staged: Staged, slot: sandbox.SlotLease) -> Held:
             sandbox.give_tree(scratch, os.geteuid())
         os.chmod(scratch, 0o700)
         for name in os.listdir(scratch):
-            if name != "inputs.pt":
+            if name != INPUTS_FILE:
                 remove_tree(os.path.join(scratch, name))
         return Held(ref, seeds, scratch)
     except BaseException:
@@ -236,8 +237,9 @@ def _fingerprint(staged: Staged) -> str:
 
 
 def _nbytes(h: Held) -> int:
-    size = os.path.getsize(os.path.join(h.inputs_dir, "inputs.pt"))
-    return size + sum(_tensor_bytes(x) for x in (h.ref.inputs, h.ref.outputs, h.ref.check_outputs,
+    size = os.path.getsize(os.path.join(h.inputs_dir, INPUTS_FILE))
+    return size + sum(_tensor_bytes(x) for x in (h.ref.inputs.sets, h.ref.inputs.timing_sets, h.ref.inputs.init_inputs,
+                                                  h.ref.inputs.state_dict, h.ref.outputs, h.ref.check_outputs,
                                                   h.ref.timing_outputs))
 
 

@@ -11,8 +11,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelbench.harness.isolation.cgroups import LIMIT_NAMES
 from kernelbench.harness.insight.profiling import Profile
+from kernelbench.harness.isolation.cgroups import LIMIT_NAMES
+from kernelbench.harness.record_codec import ProtocolError, from_plain
 
 # Statuses, in the order an evaluation can fail (DESIGN.md, "The harness: rules").
 FORMAT_ERROR = "format_error"   # no usable `ModelNew` in the response / file (syntax error, missing class)
@@ -141,32 +142,31 @@ class EvalResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EvalResult":
-        """The result a `to_dict` wrote. Strict: a key this record type does not have, or a status it does not
-        know, is a ValueError naming it (a record from elsewhere is never read as a verdict with its fields
-        dropped). Fields added later load with their defaults from older records (each says so), and
-        `LEGACY_KEYS` are dropped."""
+        """The result a `to_dict` wrote, exactly (`record_codec.from_plain`): every field present, no other key,
+        each value of its annotated type, nested records too, a known status and known limit names; anything
+        else is a ValueError naming it (a record from elsewhere is never read as a verdict with fields dropped
+        or defaulted). Two exceptions, both named: the fields of `ADDED_LATER` may be missing from records
+        written before them, and `LEGACY_KEYS` are dropped."""
         d = {k: v for k, v in d.items() if k not in LEGACY_KEYS}
-        cond = dict(d.pop("conditions", {}) or {})
-        cond["input_seeds"] = tuple(cond.get("input_seeds", ()))
-        _known("conditions", cond, Conditions)
-        _known("EvalResult", d, cls)
+        d = {**{k: v for k, v in ADDED_LATER.items() if k not in d}, **d}
         if d.get("status") not in STATUSES:
             raise ValueError(f"EvalResult: unknown status {d.get('status')!r} (one of {', '.join(STATUSES)})")
-        d["flags"] = tuple(d.get("flags", ()))
-        d["profile"] = Profile.from_dict(d.get("profile"))
-        d["limits_held"] = _limit_names(d.get("limits_held", []))
-        return cls(conditions=Conditions(**cond), **d)
+        try:
+            result = from_plain(cls, d)
+        except ProtocolError as e:
+            raise ValueError(f"{e} (not a record this harness wrote)") from None
+        _limit_names(list(result.limits_held))
+        return result
+
+
+ADDED_LATER = {"retries": 0, "sol_fraction": 0.0, "roofline_ms": 0.0, "sol_bound": "", "profile": Profile().to_dict(),
+               "limits_held": []}
+"""Fields added after results were first saved, with the value an older record means (each field says so)."""
 
 
 LEGACY_KEYS = ("score",)
 """Keys of older records that mean nothing now: `score` was a display score the harness stamped at the default
 reward weight; the score of a verdict is `rewards.ScoreConfig.score`'s, under the run's own settings."""
-
-
-def _known(what: str, d: dict[str, Any], cls: type) -> None:
-    unknown = sorted(set(d) - {f.name for f in dataclasses.fields(cls)})
-    if unknown:
-        raise ValueError(f"{what}: unknown field(s) {', '.join(unknown)} (not a record this harness wrote)")
 
 
 def _limit_names(value: Any) -> tuple[str, ...]:

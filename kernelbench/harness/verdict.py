@@ -150,11 +150,11 @@ def compare_all(ref: Reference, cand: dict[str, Any], res: protocol.RunResult, c
         c = compare_outputs(cand["outputs"][i], want, metas[i] if i < len(metas) else [], config.device, config.atol, config.rtol, config.scale_atol_by_rms)
         if not c.ok:
             return replace(c, reason=f"{ref.where(i)}: {c.reason}")
-        changed = inputs_unchanged(ref.inputs["sets"][i], cand["inputs_after"][i])
+        changed = inputs_unchanged(ref.inputs.sets[i], cand["inputs_after"][i])
         if changed:
             return Comparison(False, f"{ref.where(i)}: {changed}")
         worst = c if c.max_abs_error > worst.max_abs_error else worst
-    timing_sets = ref.inputs.get("timing_sets", [])
+    timing_sets = ref.inputs.timing_sets
     for i, got in enumerate(cand["timing"]):
         if got is None:
             return Comparison(False, f"during timing: the verification call on timing set {i} was not reported")

@@ -28,6 +28,7 @@ from kernelbench.harness.child import build_manifest, report
 from kernelbench.harness.child import call_checks, call_inputs, profiled_call, snapshot, spawn_guard, timing
 from kernelbench.harness.child.call_windows import recorded
 from kernelbench.harness.child.progress import UNTRUSTED, progress
+from kernelbench.harness.child.result_files import INPUTS_FILE
 from kernelbench.harness.child.outputs import call_record, flatten_output, sync
 
 # Imports inside functions: the sandbox's import order: the checks load when the run job installs them, after the
@@ -159,7 +160,7 @@ def _install(job: protocol.RunJob, scratch: str, reporter: report.Reporter) -> t
     profile_error = profiled_call.warm_up(device) if job.setup.profile == "torch" else ""
     load_inline_hook.start_libomp_pool(job.pch_dir)  # a clang -fopenmp build's pool is not the candidate's
     state = RunState(threading.active_count(), os_threads())
-    inputs_path = os.path.join(scratch, "inputs.pt")
+    inputs_path = os.path.join(scratch, INPUTS_FILE)
     if job.paired is not None:  # started beside the reference: its inputs arrive when the reference has drawn them
         timing.await_inputs(timing.Channel(job.paired.read_fd, job.paired.write_fd))
     data = torch.load(inputs_path, weights_only=True)

@@ -18,7 +18,7 @@ import torch
 from kernelbench.harness import protocol
 from kernelbench.harness.child import profiled_call, timing
 from kernelbench.harness.child.outputs import flatten_output, input_digests, report_value, sync
-from kernelbench.harness.child.result_files import check_file, CHECKS_FILE
+from kernelbench.harness.child.result_files import CHECKS_FILE, INPUTS_FILE, check_file
 from kernelbench.tasks.problem import load_problem
 from kernelbench.tasks.task import Task
 
@@ -54,7 +54,7 @@ def run_reference(job: protocol.ReferenceJob, scratch: str, reporter: Any = None
     init_inputs = list(problem.get_init_inputs())
     given = None
     if job.part == "timing":  # the group's inputs, the very values its outputs were computed from (reference_cache)
-        given = torch.load(os.path.join(scratch, "inputs.pt"), weights_only=True)
+        given = torch.load(os.path.join(scratch, INPUTS_FILE), weights_only=True)
         init_inputs = given["init_inputs"]
     torch.manual_seed(seeds.init_seed)
     model = problem.Model(*init_inputs).to(device)
@@ -67,7 +67,7 @@ def run_reference(job: protocol.ReferenceJob, scratch: str, reporter: Any = None
     timed = [to_device(s, device) for s in timing_sets]
     checks = [tuple(c) for c in setup.timing_checks]
     profile = setup.profile == "torch" and setup.timing_trials > 0 and job.part != "outputs"
-    counted: dict[str, Any] = {}
+    counted: tuple[protocol.Work | None, str] = (None, "")
     if job.part == "timing":  # the parent holds the group's outputs
         structures, profile_error = [], profiled_call.warm_up(device) if profile else ""
     else:
@@ -83,7 +83,7 @@ def run_reference(job: protocol.ReferenceJob, scratch: str, reporter: Any = None
     if setup.timing_trials > 0 and job.part != "outputs":
         times.update(_timings(job, model, timed, device, checks, profile, profile_error, scratch))
     return protocol.ReferenceResult(
-        structures=tuple(structures), work=counted.get("work", {}), work_error=counted.get("work_error", ""),
+        structures=tuple(structures), work=counted[0], work_error=counted[1],
         set_configs=tuple(set_configs) if many else (),
         config_labels=tuple(labels(problem.configs, sets, set_configs)) if many else (), **times), None
 
@@ -110,7 +110,7 @@ def _make_inputs(problem: Any, seeds: Any, setup: protocol.Setup, scratch: str,
     weights = {k: v.detach().to("cpu").clone() for k, v in model.state_dict().items()} \
         if getattr(problem.module, "KEEP_STATE_DICT", False) is True else None
     torch.save({"init_inputs": init_inputs, "sets": sets, "timing_sets": timing_sets, "state_dict": weights},
-               os.path.join(scratch, "inputs.pt"))
+               os.path.join(scratch, INPUTS_FILE))
     return sets, timing_sets, set_configs
 
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
+from typing import Any
 
 from kernelbench.harness import protocol
 
@@ -45,3 +47,30 @@ each one's outputs are in its `check_file`."""
 def check_file(scratch: str, j: int) -> str:
     """Paired timing: where the reference child leaves the outputs of check call `j` of the pool (`CHECKS_FILE`)."""
     return f"{scratch}/check-{int(j)}.pt"
+
+
+INPUTS_FILE = "inputs.pt"
+"""The reference child's inputs (`SavedInputs`' fields, saved as a plain dict of tensors by `torch.save`): the parent
+keeps them, and each run child reads a copy."""
+
+
+@dataclass(frozen=True)
+class SavedInputs:
+    """The parent's reading of `INPUTS_FILE`: exactly these keys, or a harness error (`from_saved`)."""
+
+    init_inputs: list[Any]
+    """The task's `get_init_inputs()` under the evaluation's init seed."""
+    sets: list[list[Any]]
+    """The correctness input sets, in order."""
+    timing_sets: list[list[Any]]
+    """The timing base sets (empty when not timed)."""
+    state_dict: dict[str, Any] | None
+    """The reference's weights on the CPU, for a task declaring `KEEP_STATE_DICT`; None otherwise."""
+
+    @classmethod
+    def from_saved(cls, saved: Any) -> "SavedInputs":
+        keys = ("init_inputs", "sets", "timing_sets", "state_dict")
+        if not isinstance(saved, dict) or sorted(saved) != sorted(keys):
+            got = sorted(saved) if isinstance(saved, dict) else type(saved).__name__
+            raise protocol.ProtocolError(f"{INPUTS_FILE}: expected the keys {list(keys)}, got {got}")
+        return cls(**{k: saved[k] for k in keys})

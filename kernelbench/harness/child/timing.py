@@ -87,8 +87,8 @@ def timers_intact() -> list[str]:
 def stats(times_ms: list[float], warmup: int) -> Timing:
     """The protocol's record of `times_ms` (one model's trial times), as both children report it."""
     return Timing(median_ms=statistics.median(times_ms), mean_ms=statistics.fmean(times_ms),
-                       std_ms=statistics.pstdev(times_ms) if len(times_ms) > 1 else 0.0, min_ms=min(times_ms),
-                       total_ms=sum(times_ms), trials=len(times_ms), warmup=warmup)
+                  std_ms=statistics.pstdev(times_ms) if len(times_ms) > 1 else 0.0, min_ms=min(times_ms),
+                  total_ms=sum(times_ms), trials=len(times_ms), warmup=warmup)
 
 
 class Measurement:

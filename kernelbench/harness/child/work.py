@@ -21,7 +21,6 @@ the device's roofline time. Rules (docs/harness.md, "Speed of light"):
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -29,6 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from kernelbench.harness.child.op_policy import classify_op
+from kernelbench.harness.protocol import Work
 
 PER_ELEMENT = {
     "_softmax": 5,            # max-reduce, subtract, exp, sum-reduce, divide
@@ -51,51 +51,6 @@ MOVES = {"flip", "stack", "cat", "roll", "repeat", "constant_pad_nd", "index_sel
          "_unsafe_index", "masked_select", "tril", "triu", "where", "scatter", "take"}
 """Ops that move or select data and compute nothing: 0 FLOPs (their bytes are intermediates or outputs).
 `where` and `tril`/`triu` select per element; counted as moves, not arithmetic."""
-
-
-@dataclass(frozen=True)
-class Work:
-    """What one forward of the reference moves and computes (see the module docstring for the rules)."""
-
-    input_bytes: int = 0
-    """Arguments, parameters and buffers, each distinct tensor once."""
-    output_bytes: int = 0
-    """Returned tensors, each once (an output sharing an input's memory moves nothing more)."""
-    matmul_flops: int = 0
-    """FLOPs `FlopCounterMode` counted (matrix products, convolutions, attention): tensor-core work on a GPU."""
-    other_flops: int = 0
-    """FLOPs of every other op, by the rules above (vector-unit work)."""
-    matmul_dtype: str = ""
-    """dtype of the matrix products' operands (the largest one's when they differ); "" when there are none."""
-    dtype: str = ""
-    """dtype of the other ops' outputs (the largest one's when they differ)."""
-    tf32: bool = False
-    """Whether the reference ran with TF32 allowed for fp32 matrix products (the harness turns it off)."""
-    estimated_ops: tuple[str, ...] = ()
-    """Ops counted by the fallback rule (1 FLOP per element of their largest tensor)."""
-    ops: int = 0
-    """ATen ops the forward dispatched."""
-
-    @property
-    def bytes(self) -> int:
-        return self.input_bytes + self.output_bytes
-
-    @property
-    def flops(self) -> int:
-        return self.matmul_flops + self.other_flops
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["estimated_ops"] = list(self.estimated_ops)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Work":
-        """Raises (KeyError, TypeError, ValueError) on a malformed record: the caller decides what that means."""
-        return cls(input_bytes=int(d["input_bytes"]), output_bytes=int(d["output_bytes"]),
-                   matmul_flops=int(d["matmul_flops"]), other_flops=int(d["other_flops"]),
-                   matmul_dtype=str(d["matmul_dtype"]), dtype=str(d["dtype"]), tf32=bool(d["tf32"]),
-                   estimated_ops=tuple(str(o) for o in d.get("estimated_ops", ())), ops=int(d.get("ops", 0)))
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -217,12 +172,12 @@ def _dtype_of(out: Any) -> str:
     return str(tensors[0].dtype).replace("torch.", "") if tensors else ""
 
 
-def measured(model: Any, args: list[Any]) -> dict[str, Any]:
-    """The reference child's report entry: `{"work": ...}`, or `{"work_error": why}` when counting raised
+def measured(model: Any, args: list[Any]) -> tuple[Work | None, str]:
+    """The reference child's report entries: (`Work`, ""), or (None, why) when counting raised
     (an op the dispatch modes cannot follow): the roofline is a measurement, not a check, so the evaluation
     goes on and the result's `sol_fraction` stays 0."""
     try:
         with torch.no_grad():
-            return {"work": count_work(model, args).to_dict()}
+            return count_work(model, args), ""
     except Exception as e:  # the task's own code under a dispatch mode; its failure is not the candidate's
-        return {"work_error": f"{type(e).__name__}: {e}"[:500]}
+        return None, f"{type(e).__name__}: {e}"[:500]

@@ -17,7 +17,7 @@ import subprocess
 import warnings
 from dataclasses import dataclass
 
-from kernelbench.harness.child.work import Work
+from kernelbench.harness.protocol import Work
 from kernelbench.harness.insight.cpu_peaks import cpu_peaks
 from kernelbench.harness.insight.peaks import gpu_peaks, Peaks
 
@@ -94,12 +94,12 @@ class SpeedOfLight:
     bound: str = ""
 
 
-def assess(work: dict, device: str, device_name: str, threads: int, runtime_ms: float,
+def assess(work: Work | None, device: str, device_name: str, threads: int, runtime_ms: float,
            flags: tuple[str, ...] | list[str] = ()) -> SpeedOfLight:
-    """The roofline of the task whose reference reported `work` (`Work.to_dict`; {} when it counted none), and
+    """The roofline of the task whose reference reported `work` (None when it counted none), and
     the fraction of it a kernel timed at `runtime_ms` reached (0 for an untimed or incorrect kernel, pass 0
     then, and for an interpreted one: its time means nothing)."""
-    if not work:
+    if work is None:
         return SpeedOfLight()
     try:
         peaks = device_peaks(device, device_name, threads)
@@ -108,7 +108,7 @@ def assess(work: dict, device: str, device_name: str, threads: int, runtime_ms: 
         return SpeedOfLight()
     if peaks is None:
         return SpeedOfLight()
-    r = roofline(Work.from_dict(work), peaks)
+    r = roofline(work, peaks)
     timed = runtime_ms if INTERPRETED not in flags else 0.0
     return SpeedOfLight(sol_fraction(r.time_ms, timed), r.time_ms, r.bound)
 
