@@ -184,7 +184,7 @@ def optimize(config: OptimizeConfig, *, policy: Policy | None = None, evaluator:
                 "search": f"{config.strategy}, {config.trajectories} trajectories x {config.turns} turns"
                           + (f" x {budget.rounds} rounds (keep {budget.keep})" if config.strategy == "beam" else "")}
     best = write_report(config.out, f"kernel-agent optimize: {task.name}", trajs, settings,
-                        prices=(config.price_in, config.price_out))
+                        price_in=config.price_in, price_out=config.price_out)
     best_path = os.path.join(config.out, "best.py")
     if best:
         with open(best_path, "w", encoding="utf-8") as f:

@@ -158,12 +158,12 @@ def render_markdown(title: str, trajs: Sequence[Trajectory], best: Best | None, 
 
 
 def write_report(out_dir: str, title: str, trajs: Sequence[Trajectory], settings: dict[str, str],
-                 prices: tuple[float, float] = (0.0, 0.0)) -> Best | None:
-    """Write report.md and the chart into `out_dir`; return the best kernel (or None). `prices`: USD per
-    million prompt and completion tokens, for the session's cost."""
+                 price_in: float = 0.0, price_out: float = 0.0) -> Best | None:
+    """Write report.md and the chart into `out_dir`; return the best kernel (or None). `price_in`,
+    `price_out`: USD per million prompt and completion tokens, for the session's cost (0: not priced)."""
     os.makedirs(out_dir, exist_ok=True)
     best = find_best(trajs)
     write_chart(os.path.join(out_dir, CHART_NAME), best_speedup_by_turn(trajs) or [0.0], title)
     with open(os.path.join(out_dir, "report.md"), "w", encoding="utf-8") as f:
-        f.write(render_markdown(title, trajs, best, settings, session_cost(trajs, *prices)))
+        f.write(render_markdown(title, trajs, best, settings, session_cost(trajs, price_in, price_out)))
     return best

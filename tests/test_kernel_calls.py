@@ -14,6 +14,7 @@ import pytest
 import torch.utils.cpp_extension as cpp_extension
 
 from kernelbench.harness.child import kernel_calls
+from kernel_calls_restore import uninstall
 
 
 def fake_extension() -> types.ModuleType:
@@ -37,7 +38,7 @@ def fake_loaders(monkeypatch):
     monkeypatch.setattr(cpp_extension, "load_inline", load_inline)
     monkeypatch.setattr(cpp_extension, "load", lambda name, sources, **kw: fake_extension())
     yield made
-    kernel_calls.uninstall()
+    uninstall()
 
 
 def test_install_wraps_loaders_and_counts(fake_loaders):
@@ -67,7 +68,7 @@ def test_install_is_idempotent_and_uninstall_restores(fake_loaders):
     mod = cpp_extension.load_inline("m", "src")
     assert mod.sqrt is not math.sqrt and not hasattr(mod.sqrt, "__wrapped__")
     assert kernel_calls.wrap_module(mod).sqrt is mod.sqrt  # wrapping twice would count twice
-    kernel_calls.uninstall()
+    uninstall()
     assert cpp_extension.load_inline is before
     assert cpp_extension.load_inline("m", "src").sqrt is math.sqrt
 
@@ -122,7 +123,7 @@ def test_cupy_kernels_count_launches():
         assert isinstance(k, raw_kernel) and fn.name == "g" and fn.launches == [((2,), (64,), (1, 2)),
                                                                                 ((2,), (64,), (3, 4))]
     finally:
-        kernel_calls.uninstall()
+        uninstall()
     assert cupy.RawKernel is raw_kernel and cupy.RawModule is raw_module
 
 
@@ -144,4 +145,4 @@ def test_real_cupy_kernels_count_launches():
         assert kernel_calls.count() == 2
         assert bool((y == 2 * x).all()) and fn.attributes["max_threads_per_block"] > 0
     finally:
-        kernel_calls.uninstall()
+        uninstall()

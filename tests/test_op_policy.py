@@ -12,6 +12,7 @@ import torch.utils.cpp_extension as cpp_extension
 
 from kernelbench.harness.child import kernel_calls
 from kernelbench.harness.child.op_policy import OpTracer, classify_op, judge_ops
+from kernel_calls_restore import uninstall
 
 PROBE_CPP = r"""
 #include <torch/extension.h>
@@ -47,7 +48,7 @@ def probe(build_cache_dir):
                                         functions=["relu_aten", "mm_aten", "relu_loop", "ident"],
                                         build_directory=build, extra_cflags=["-O2"])
     finally:
-        kernel_calls.uninstall()
+        uninstall()
 
 
 @pytest.mark.parametrize("name,kind", [
@@ -219,4 +220,4 @@ def test_cuda_extension_traced_and_counted(build_cache_dir):
         print(f"\ncuda launch via extension: raw {timings['raw']:.2f} us, wrapped {timings['wrapped']:.2f} us per call")
         assert timings["wrapped"] < timings["raw"] + 2.0
     finally:
-        kernel_calls.uninstall()
+        uninstall()

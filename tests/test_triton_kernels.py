@@ -14,6 +14,7 @@ from kernelbench.harness.build import triton_kernels
 from kernelbench.harness.config import EvalConfig
 from kernelbench.harness.child.op_policy import classify_op
 from kernelbench.harness.static_checks import check_source
+from kernel_calls_restore import uninstall
 
 RELU = (Path(__file__).parent / "adversarial" / "triton_honest_relu.py").read_text()
 KERNEL = '''
@@ -139,7 +140,7 @@ def test_launches_are_counted_under_the_interpreter(monkeypatch):
         assert any("run" in bad for bad in kernel_calls.wrappers_intact())
         monkeypatch.setattr(cls, "run", wrapper)
     finally:
-        kernel_calls.uninstall()
+        uninstall()
     assert not getattr(vars(cls)["run"], "_kernel_agent_counting", False)
 
 

@@ -136,20 +136,6 @@ def install_triton() -> None:
             _wrappers.append((cls, "run", wrapper, run))
 
 
-def uninstall() -> None:
-    """Restore the original loaders (tests; a run child never needs it)."""
-    for name in ("load_inline", "load"):
-        if name in _originals:
-            setattr(cpp_extension, name, _originals.pop(name))
-    for cls, name, wrapper, run in [w for w in _wrappers if isinstance(w[0], type)]:
-        if vars(cls).get(name) is wrapper:
-            setattr(cls, name, run)
-        _wrappers.remove((cls, name, wrapper, run))
-    cupy = _originals.pop("cupy", None)
-    if cupy is not None:
-        cupy.RawKernel, cupy.RawModule = _originals.pop("cupy.RawKernel"), _originals.pop("cupy.RawModule")
-
-
 class _CountingKernel:
     """Launch-counting stand-in for a kernel `RawModule.get_function` returns; attributes pass through."""
 
