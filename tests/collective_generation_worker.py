@@ -82,7 +82,8 @@ def main(model_dir: str, out_dir: str) -> None:
     rounds = []
     for step in (0, 1):
         trainer.state.global_step = step
-        with generation_policy(trainer, tokenizer, "vllm") as policy:
+        vg.sync_weights()  # as GRPOTrainer does before it calls the rollout function at a new step
+        with generation_policy(trainer, tokenizer, "vllm", training=True) as policy:
             assert isinstance(policy, TRLVLLMPolicy) and policy.collective
             real = policy.generate
 

@@ -44,19 +44,20 @@ def test_colocate_syncs_the_weights_once_per_step_whatever_the_number_of_calls(t
     llm, params = trainer.vllm_generation.llm, sum(1 for _ in model.parameters())
     for step in (0, 1):
         trainer.state.global_step = step
-        with generation_policy(trainer, tokenizer, "vllm") as policy:
+        trainer.vllm_generation.sync_weights()  # as GRPOTrainer does before it calls the rollout function
+        with generation_policy(trainer, tokenizer, "vllm", training=True) as policy:
             for _ in range(3):
                 outs = policy.generate([CONVERSATION, CONVERSATION], None)
                 assert [list(c.token_ids) for c in outs] == [vllm_standin.answer_for(list(c.prompt_token_ids)) for c in outs]
                 assert all(vllm_standin.finite(c.logprobs) for c in outs)
         assert llm.tensors_loaded == params * (step + 1), f"step {step}: {llm.tensors_loaded / params:.1f} syncs"
     assert llm.generate_calls == [2] * 6
-    with generation_policy(trainer, tokenizer, "vllm") as policy:  # held-out evaluation at the same step
+    with generation_policy(trainer, tokenizer, "vllm", training=False) as policy:  # held-out evaluation, same step
         policy.generate([CONVERSATION], None)
     assert llm.tensors_loaded == params * (3 if sleep else 2)  # asleep: discarded, so pushed; awake: kept
     if sleep:
         assert llm.events.count("sleep:2") == 1 + 3  # at start-up, then once per rollout
-        assert trainer.vllm_generation.enable_sleep_mode and trainer.vllm_generation._llm_weights_sleeping
+        assert trainer.vllm_generation.enable_sleep_mode and trainer.engine_weights.asleep
     else:
         assert not any(e.startswith("sleep") for e in llm.events)
 
@@ -64,11 +65,11 @@ def test_colocate_syncs_the_weights_once_per_step_whatever_the_number_of_calls(t
 def test_colocate_sleep_mode_is_restored_when_a_rollout_raises(tiny_dir, monkeypatch):
     trainer, tokenizer, _ = _colocated(tiny_dir, monkeypatch, True)
     with pytest.raises(RuntimeError):
-        with generation_policy(trainer, tokenizer, "vllm") as policy:
+        with generation_policy(trainer, tokenizer, "vllm", training=False) as policy:
             policy.generate([CONVERSATION], None)
             raise RuntimeError("the evaluator failed")
     vg = trainer.vllm_generation
-    assert vg.enable_sleep_mode and vg._llm_weights_sleeping and vg.llm.events[-1] == "sleep:2"
+    assert vg.enable_sleep_mode and trainer.engine_weights.asleep and vg.llm.events[-1] == "sleep:2"
 
 
 def test_server_mode_ranks_make_equal_collective_calls_under_duplicates_and_resume(tiny_dir, tmp_path):

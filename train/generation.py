@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -108,23 +109,51 @@ class TRLVLLMPolicy:
                 self.trainer.vllm_generation.generate([self._filler()] * target, None, 1)
 
 
+@dataclass
+class EngineWeights:
+    """What the project knows of the weights in TRL's vLLM engine, kept by the rollouts themselves: TRL keeps its
+    own account in private attributes, which nothing here reads or writes (`vllm_rollout`)."""
+
+    trl_synced_step: int = -1
+    """The global step at which TRL last pushed the weights itself. `GRPOTrainer` does so just before it calls the
+    rollout function at each new global step (and only then), so a training rollout keeps this mirror exact."""
+    step: int = -1
+    """The global step whose weights the engine holds (-1: none yet)."""
+    asleep: bool = False
+    """A level-2 sleep discarded them (TRL's at start-up with sleep mode, then ours at each rollout's end)."""
+
+
+def engine_weights(trainer: Any) -> EngineWeights:
+    """The trainer's `EngineWeights`, made on first use (with sleep mode the engine starts asleep)."""
+    if trainer.engine_weights is None:
+        vg = trainer.vllm_generation
+        trainer.engine_weights = EngineWeights(asleep=vg.mode == "colocate" and bool(vg.enable_sleep_mode))
+    return trainer.engine_weights
+
+
 @contextlib.contextmanager
-def vllm_rollout(trainer: Any):
+def vllm_rollout(trainer: Any, training: bool):
     """One rollout's vLLM state: weights synced at most once, and kept awake for every call.
 
     Why: TRL syncs the weights once per step before calling the rollout function, but in colocate mode with
     sleep mode its `generate` puts the engine to sleep at level 2 after every call (the weights are discarded)
     and pushes all the weights again on the next one: T turns x waves full syncs per step. Here the engine is
-    woken once, TRL's per-call sleep is held off for the rollout, and it sleeps once at the end. A rollout that
-    finds the weights asleep or a step TRL has not synced (held-out evaluation from a callback) syncs them
-    first, and records the step as TRL does (`_last_loaded_step`) so TRL does not sync again."""
+    woken once, TRL's per-call sleep is held off for the rollout (`enable_sleep_mode`, public), and it sleeps
+    once at the end. `training`: TRL called the rollout function (it has just synced at a new step); otherwise
+    (held-out evaluation from a callback) nothing is assumed. A rollout that finds the weights asleep or of
+    another step pushes them first (`sync_weights`, public). The account is the project's (`EngineWeights`):
+    after a held-out evaluation's push TRL pushes again at its next step's rollout, one push it could have
+    skipped, the price of not writing its private step counter."""
     vg = trainer.vllm_generation
+    weights = engine_weights(trainer)
     sleeps = vg.mode == "colocate" and bool(vg.enable_sleep_mode)
     step = trainer.state.global_step
-    if getattr(trainer, "_last_loaded_step", None) != step or (sleeps and getattr(vg, "_llm_weights_sleeping", False)):
+    if training and step != weights.trl_synced_step:  # GRPOTrainer pushed them just now, as every new step
+        weights.trl_synced_step = weights.step = step
+        weights.asleep = False
+    if weights.asleep or weights.step != step:
         vg.sync_weights()  # a collective in server mode and under ZeRO-3 / FSDP: every rank is here at this step
-        vg._llm_weights_sleeping = False
-        trainer._last_loaded_step = step
+        weights.step, weights.asleep = step, False
     if sleeps:
         vg.llm.wake_up(tags=["kv_cache"])
         vg.enable_sleep_mode = False  # TRL's generate neither wakes nor sleeps the engine while this holds
@@ -134,15 +163,15 @@ def vllm_rollout(trainer: Any):
         if sleeps:
             vg.enable_sleep_mode = True
             vg.llm.sleep(level=2)
-            vg._llm_weights_sleeping = True
+            weights.asleep = True
 
 
 @contextlib.contextmanager
-def generation_policy(trainer: Any, tokenizer: Any, backend: str):
+def generation_policy(trainer: Any, tokenizer: Any, backend: str, training: bool):
     """The policy a rollout samples from: the trainer's current weights (transformers `generate`, unwrapped
-    from DDP/FSDP/ZeRO-3) or TRL's vLLM engine."""
+    from DDP/FSDP/ZeRO-3) or TRL's vLLM engine. `training`: TRL called the rollout function (`vllm_rollout`)."""
     if backend == "vllm":
-        with vllm_rollout(trainer):
+        with vllm_rollout(trainer, training):
             policy = TRLVLLMPolicy(trainer, tokenizer)
             yield policy
             policy.finish()  # not on an exception: a rank that failed stops the run, and its peers with it

@@ -235,7 +235,7 @@ class HeldOutEval:
         per_rank = max(1, len(tasks) // world)
         mine = [tasks[(rank * per_rank + i) % len(tasks)] for i in range(per_rank)]
         quiet = replace(self.rollout, log_dir="") if hasattr(self.rollout, "log_dir") else self.rollout
-        with generation_policy(trainer, self.tokenizer, self.config.backend) as policy:
+        with generation_policy(trainer, self.tokenizer, self.config.backend, training=False) as policy:
             trajs = quiet.collect(policy, mine, state.global_step, 7 + state.global_step + 1009 * rank)
         local = [HeldOutRow(best_score=t.best_score, correct=t.correct) for t in trajs]
         rows: list[HeldOutRow] = [r for part in gather_object([local]) for r in part] if world > 1 else local

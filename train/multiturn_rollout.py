@@ -86,7 +86,7 @@ class MultiTurnRollout:
         rank = trainer.accelerator.process_index
         seed = self.config.seed * 1_000_003 + step * 10_007 + rank * 104_729
         t0 = time.perf_counter()
-        with generation_policy(trainer, self.tokenizer, self.config.backend) as policy:
+        with generation_policy(trainer, self.tokenizer, self.config.backend, training=True) as policy:
             trajs = self.rollout.collect(policy, tasks, step, seed)
         wall_s = time.perf_counter() - t0
         n = self.config.trajectories

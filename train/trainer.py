@@ -40,6 +40,7 @@ def make_trainer_class():
         def __init__(self, *args: Any, metrics: PendingMetrics, **kwargs: Any):
             super().__init__(*args, **kwargs)
             self.metrics = metrics
+            self.engine_weights = None  # the rollouts' own account of the vLLM engine (train.generation.EngineWeights)
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             old, sampled = inputs.get("old_per_token_logps"), inputs.get("sampling_per_token_logps")

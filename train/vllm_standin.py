@@ -134,7 +134,8 @@ class StandInTrainer:
     vllm_generation: object
     accelerator: object
     state: SimpleNamespace = field(default_factory=lambda: SimpleNamespace(global_step=0))
-    _last_loaded_step: int = -1
+    engine_weights: object = None
+    """`train.generation.EngineWeights`, made on first use, as on `KernelGRPOTrainer`."""
 
 
 def finite(values) -> bool:
