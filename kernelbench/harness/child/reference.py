@@ -18,12 +18,11 @@ import torch
 from kernelbench.harness import protocol
 from kernelbench.harness.child import profiled_call, timing
 from kernelbench.harness.child.outputs import flatten_output, input_digests, report_value, sync
-from kernelbench.harness.child.result_files import CHECKS_FILE, INPUTS_FILE, check_file
+from kernelbench.harness.child.result_files import check_file, CHECKS_FILE, INPUTS_FILE
+from kernelbench.tasks.input_configs import labels, make_config_sets
+from kernelbench.tasks.inputs import clone_args, make_input_sets, make_timing_sets, Seeds, to_device
 from kernelbench.tasks.problem import load_problem
 from kernelbench.tasks.task import Task
-
-# Imports inside functions: the task's modules load when the reference job runs, after the worker has captured its
-# timers; the parent imports this module's helpers without them.
 
 
 def full_precision() -> None:
@@ -39,9 +38,6 @@ def discard(label: str, out: Any, buffers: list[Any]) -> None:
 
 
 def run_reference(job: protocol.ReferenceJob, scratch: str, reporter: Any = None) -> tuple[protocol.ReferenceResult, None]:
-    from kernelbench.tasks.inputs import Seeds, clone_args, to_device
-    from kernelbench.tasks.input_configs import labels
-
     setup = job.setup
     device = setup.device
     if job.part not in protocol.REFERENCE_PARTS:
@@ -95,9 +91,6 @@ def _make_inputs(problem: Any, seeds: Any, setup: protocol.Setup, scratch: str,
     `state_dict` (on the CPU), which the run child checks the candidate's against and loads into it
     (`candidate_run._weights`)."""
 
-    from kernelbench.tasks.inputs import clone_args, make_input_sets, make_timing_sets
-    from kernelbench.tasks.input_configs import make_config_sets
-
     _refuse_oversized(problem.get_inputs, setup.max_input_set_mb)
     sets = make_input_sets(problem.get_inputs, seeds)
     timing_sets = make_timing_sets(problem.get_inputs, seeds) if setup.timing_trials > 0 else []
@@ -139,8 +132,6 @@ def _expected(model: Any, sets: list[Any], timing_sets: list[Any], timed: list[A
     """Reference outputs of every set, timing set and hidden check call, and the check calls' input digests,
     written to `reference.pt`; the output structures, and the profiler's warm-up error ("" when none or
     not asked)."""
-
-    from kernelbench.tasks.inputs import clone_args, to_device
 
     outputs, structures, timing_outputs = [], [], []
     with torch.no_grad():
@@ -203,8 +194,6 @@ def _judged_checks(n: int | None, kept: set[int], checks: list[Any], timed: list
 def _timings(job: protocol.ReferenceJob, model: Any, timed: list[Any], device: str, checks: list[Any], profile: bool,
              profile_error: str, scratch: str) -> dict[str, Any]:
     """The reference's timing (paired or in one go), its profiled call and its torch.compile baseline."""
-
-    from kernelbench.tasks.inputs import clone_args
 
     setup, found = job.setup, {}
     if job.paired is not None:  # blocks on the parent's word, alternating with the candidate's (kernelbench.harness.paired)
