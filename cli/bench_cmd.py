@@ -185,7 +185,10 @@ def _sweep(args: argparse.Namespace) -> int:
         out = args.from_dir  # compute the grid from an existing run, no new kernels
     else:
         _run(args, trajectories=max(n_grid), turns=max(t_grid))
-    records = ResultsLog(os.path.join(out, "results.jsonl")).load()
+    try:
+        records = ResultsLog(os.path.join(out, "results.jsonl")).read()
+    except BenchError as e:
+        raise UsageError(str(e)) from None
     if not records:
         raise UsageError(f"{out} holds no results.jsonl records")
     rows = sweep.write_sweep(out, records, n_grid, t_grid)

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from evals.report import conditions_of
+from evals.results_log import BenchError, ResultsLog
 
 
 class CompareError(ValueError):
@@ -40,15 +41,10 @@ def load_run(path: str) -> RunSummary:
     if os.path.exists(os.path.join(path, "config.json")):
         with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
             bench = json.load(f).get("bench", {})
-    records = []
-    rpath = os.path.join(path, "results.jsonl")
-    if os.path.exists(rpath):
-        with open(rpath, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    records.append(json.loads(line))
-                except ValueError:
-                    continue
+    try:
+        records = ResultsLog(os.path.join(path, "results.jsonl")).read()
+    except BenchError as e:
+        raise CompareError(str(e)) from None
     name = os.path.basename(os.path.normpath(path))
     return RunSummary(name, path, metrics, bench, conditions_of(records))
 

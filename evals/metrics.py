@@ -1,4 +1,4 @@
-"""Benchmark metrics over the kernels of a run: pure functions of `results.jsonl` records.
+"""Benchmark metrics over the kernels of a run: pure functions of its `results.jsonl` records (`BenchRecord`).
 
 Definitions (DESIGN.md, "Metrics"; KernelBench arXiv 2502.10517; Kevin-32B arXiv 2507.11948):
 - A trajectory is correct if any of its kernels is; its speedup is that of its fastest correct kernel, 0 if
@@ -28,6 +28,9 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
+
+from evals.results_log import BenchRecord
+from kernelbench.harness.result import CORRECT, HARNESS_ERROR
 
 FAST_P_THRESHOLDS = (0.0, 0.5, 0.8, 1.0, 1.5, 2.0)
 """The p of fast_p reported (KernelBench reports fast_0, fast_1, fast_2; Kevin-32B adds the others)."""
@@ -93,26 +96,25 @@ def p_key(p: float) -> str:
     return f"fast_{p:g}"
 
 
-def record_point(rec: dict[str, Any]) -> tuple[bool, float, float]:
+def record_point(rec: BenchRecord) -> tuple[bool, float, float]:
     """(correct, eager speedup, compile speedup) of one results.jsonl record."""
-    res = rec.get("result", {})
-    correct = res.get("status") == "correct" and bool(res.get("correct", True))
-    if not correct:
+    res = rec.result
+    if not (res.status == CORRECT and res.correct):
         return False, 0.0, 0.0
-    return True, float(res.get("speedup", 0.0)), float(res.get("speedup_vs_compile", 0.0))
+    return True, res.speedup, res.speedup_vs_compile
 
 
-def trajectory_outcomes(records: Iterable[dict[str, Any]], max_turns: int | None = None,
+def trajectory_outcomes(records: Iterable[BenchRecord], max_turns: int | None = None,
                         max_trajectories: int | None = None) -> dict[str, list[TrajectoryOutcome]]:
     """Per task, one outcome per trajectory, over turns `< max_turns` and the first `max_trajectories`
     trajectories (in their order of first appearance, which is the run's trajectory order)."""
     kernels: dict[str, dict[str, list[tuple[bool, float, float]]]] = defaultdict(dict)
     for rec in records:
-        if max_turns is not None and int(rec["turn"]) >= max_turns:
+        if max_turns is not None and rec.turn >= max_turns:
             continue
         if is_harness_error(rec):  # not a verdict on the kernel: left out, never counted as a failure
             continue
-        kernels[rec["task"]].setdefault(str(rec["trajectory"]), []).append(record_point(rec) + (record_sol(rec),))
+        kernels[rec.task].setdefault(rec.trajectory, []).append(record_point(rec) + (record_sol(rec),))
     out: dict[str, list[TrajectoryOutcome]] = {}
     for task, trajs in kernels.items():
         ids = _trajectory_order(trajs)[:max_trajectories]
@@ -127,14 +129,15 @@ def trajectory_outcomes(records: Iterable[dict[str, Any]], max_turns: int | None
     return out
 
 
-def record_sol(rec: dict[str, Any]) -> float:
-    """Speed-of-light fraction of one results.jsonl record (0 for records written before the field existed)."""
-    return float(rec.get("result", {}).get("sol_fraction", 0.0) or 0.0)
+def record_sol(rec: BenchRecord) -> float:
+    """Speed-of-light fraction of one results.jsonl record (0 for records written before the field existed:
+    `EvalResult.from_dict` reads them so)."""
+    return rec.result.sol_fraction
 
 
-def is_harness_error(rec: dict[str, Any]) -> bool:
+def is_harness_error(rec: BenchRecord) -> bool:
     """The record's evaluation failed for the harness's fault: excluded from every metric, shown in counts."""
-    return rec.get("result", {}).get("status") == "harness_error"
+    return rec.result.status == HARNESS_ERROR
 
 
 def _trajectory_order(trajs: dict[str, Any]) -> list[str]:
@@ -200,7 +203,7 @@ def pass_at_ks(outcomes: dict[str, list[TrajectoryOutcome]]) -> dict[str, float]
     return {str(k): _mean([pass_at_k(len(o), sum(t.correct for t in o), k) for o in tasks]) for k in ks}
 
 
-def per_turn_curve(records: Sequence[dict[str, Any]], turns: int) -> list[dict[str, Any]]:
+def per_turn_curve(records: Sequence[BenchRecord], turns: int) -> list[dict[str, Any]]:
     """Best-so-far metrics after each turn t = 1..turns (only the first t turns of every trajectory count)."""
     curve = []
     for t in range(1, turns + 1):
@@ -211,22 +214,22 @@ def per_turn_curve(records: Sequence[dict[str, Any]], turns: int) -> list[dict[s
     return curve
 
 
-def status_counts(records: Iterable[dict[str, Any]]) -> dict[str, int]:
+def status_counts(records: Iterable[BenchRecord]) -> dict[str, int]:
     counts: dict[str, int] = defaultdict(int)
     for rec in records:
-        counts[rec.get("result", {}).get("status", "?")] += 1
+        counts[rec.result.status] += 1
     return dict(sorted(counts.items()))
 
 
-def compute_metrics(records: Sequence[dict[str, Any]], turns: int | None = None, *, price_in: float = 0.0,
+def compute_metrics(records: Sequence[BenchRecord], turns: int | None = None, *, price_in: float = 0.0,
                     price_out: float = 0.0) -> dict[str, Any]:
     """Everything metrics.json holds: overall, by level, pass@k, per-turn best-so-far, status counts, tokens
     and (with prices in USD per million tokens) cost."""
-    turns = turns or (max((int(r["turn"]) for r in records), default=-1) + 1)
+    turns = turns or (max((r.turn for r in records), default=-1) + 1)
     outcomes = trajectory_outcomes(records)
     levels: dict[str, set[str]] = defaultdict(set)
     for rec in records:
-        levels[str(rec.get("level", 0))].add(rec["task"])
+        levels[str(rec.level)].add(rec.task)
     by_level = {lvl: summarize({t: outcomes[t] for t in sorted(ids)}) for lvl, ids in sorted(levels.items())}
     return {"kernels": sum(not is_harness_error(r) for r in records),
             "harness_errors": sum(is_harness_error(r) for r in records), "turns": turns, "overall": summarize(outcomes), "by_level": by_level,
@@ -235,16 +238,17 @@ def compute_metrics(records: Sequence[dict[str, Any]], turns: int | None = None,
             "tokens": token_metrics(records, price_in, price_out)}
 
 
-def token_metrics(records: Sequence[dict[str, Any]], price_in: float = 0.0, price_out: float = 0.0) -> dict[str, Any]:
+def token_metrics(records: Sequence[BenchRecord], price_in: float = 0.0, price_out: float = 0.0) -> dict[str, Any]:
     """Tokens the policy spent, in all and per kernel, per correct kernel and per fast kernel (correct and
     speedup > 1), and with prices (USD per million prompt / completion tokens) what that cost.
 
     Per correct (fast) kernel divides the whole run's spend, failed attempts included, by the number of
     correct (fast) kernels: what one such kernel cost to get. None when the run has none (no division by 0).
-    Completion tokens include reasoning tokens, as APIs bill them."""
-    prompt = sum(int(r.get("prompt_tokens", 0) or 0) for r in records)
-    completion = sum(int(r.get("completion_tokens", 0) or 0) for r in records)
-    reasoning = sum(int(r.get("reasoning_tokens", 0) or 0) for r in records)
+    Completion tokens include reasoning tokens, as APIs bill them; a record without counts (a replay, a backend
+    that cannot count) adds 0."""
+    prompt = sum(r.prompt_tokens for r in records)
+    completion = sum(r.completion_tokens for r in records)
+    reasoning = sum(r.reasoning_tokens for r in records)
     points = [record_point(r) for r in records]
     counts = {"kernel": len(records), "correct_kernel": sum(1 for c, _, _ in points if c),
               "fast_kernel": sum(1 for c, s, _ in points if c and s > 1.0)}

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from agent.parsing import check_candidate, format_error_result, ParsedResponse
 from evals import baselines as bl
-from evals.results_log import BenchError, make_record, record_key, ResultsLog
+from evals.results_log import BenchError, BenchRecord, record_key, ResultsLog
 from kernelbench.harness.result import EvalResult
 from kernelbench.tasks.catalog import load_tasks
 from kernelbench.tasks.task import OriginError, Task
@@ -31,7 +31,7 @@ class ReplaySource:
     """The run being replayed."""
 
     out_dir: str
-    records: tuple[dict[str, Any], ...]
+    records: tuple[BenchRecord, ...]
     """Its results.jsonl records, first per (task, trajectory, turn)."""
     trajectories: int
     turns: int
@@ -43,7 +43,7 @@ def load_source(from_dir: str) -> ReplaySource:
     if not from_dir or not os.path.exists(path):
         raise BenchError(f"--backend replay needs --from DIR holding results.jsonl (not found: {path})")
     seen, records = set(), []
-    for rec in ResultsLog(path).load():
+    for rec in ResultsLog(path).read():  # another run's folder: read, never repaired
         if record_key(rec) not in seen:
             seen.add(record_key(rec))
             records.append(rec)
@@ -56,8 +56,8 @@ def load_source(from_dir: str) -> ReplaySource:
             config = json.load(f)
     bench = config.get("bench", {})
     trajectories = int(bench.get("trajectories") or 0) or 1 + max(
-        (int(r["trajectory"]) for r in records if str(r["trajectory"]).isdigit()), default=0)
-    turns = int(bench.get("turns") or 0) or 1 + max(int(r["turn"]) for r in records)
+        (int(r.trajectory) for r in records if r.trajectory.isdigit()), default=0)
+    turns = int(bench.get("turns") or 0) or 1 + max(r.turn for r in records)
     return ReplaySource(from_dir, tuple(records), trajectories, turns, config)
 
 
@@ -66,7 +66,7 @@ def source_tasks(source: ReplaySource, level: int = 0, limit: int = 0) -> list[T
 
     order: list[tuple[str, str]] = []
     for rec in source.records:
-        key = (rec.get("origin", "builtin"), rec["task"])
+        key = (rec.origin, rec.task)
         if key not in order:
             order.append(key)
     loaded: dict[str, dict[str, Task]] = {}
@@ -85,35 +85,34 @@ def source_tasks(source: ReplaySource, level: int = 0, limit: int = 0) -> list[T
     return tasks[:limit] if limit > 0 else tasks
 
 
-def records_for(source: ReplaySource, tasks: list[Task]) -> list[dict[str, Any]]:
+def records_for(source: ReplaySource, tasks: list[Task]) -> list[BenchRecord]:
     ids = {t.id for t in tasks}
-    return [r for r in source.records if r["task"] in ids]
+    return [r for r in source.records if r.task in ids]
 
 
-def agent_verdict(rec: dict[str, Any]) -> EvalResult | None:
+def agent_verdict(rec: BenchRecord) -> EvalResult | None:
     """The format_error the agent gives an answer without usable code, or None when there is code to run."""
 
-    code = rec.get("candidate", "")
-    error = check_candidate(code)
+    error = check_candidate(rec.candidate)
     if not error:
         return None
-    return format_error_result(ParsedResponse(code=code, summary=rec.get("summary", ""), answer="", error=error))
+    return format_error_result(ParsedResponse(code=rec.candidate, summary=rec.summary, answer="", error=error))
 
 
-def run_replay(config, tasks: list[Task], todo: list[dict[str, Any]], evaluator,
-               baselines: dict[str, bl.Baseline], on_record: Callable[[dict[str, Any]], None]) -> None:
+def run_replay(config, tasks: list[Task], todo: list[BenchRecord], evaluator,
+               baselines: dict[str, bl.Baseline], on_record: Callable[[BenchRecord], None]) -> None:
     """Submit every candidate of `todo`; append each new record to the run's results.jsonl as it is judged."""
     log = ResultsLog(os.path.join(config.out, "results.jsonl"))
     by_id = {t.id: t for t in tasks}
 
-    def emit(rec: dict[str, Any], result: EvalResult) -> None:
-        task = by_id[rec["task"]]
+    def emit(rec: BenchRecord, result: EvalResult) -> None:
+        task = by_id[rec.task]
         result, source = bl.apply_compile_baseline(result, baselines.get(task.id))
-        new = make_record(task, str(rec["trajectory"]), int(rec["turn"]), result, candidate=rec.get("candidate", ""),
-                          summary=rec.get("summary", ""), response=rec.get("response", ""),
-                          reasoning=rec.get("reasoning", ""), compile_baseline=source,
-                          replayed_from=os.path.abspath(config.from_dir),
-                          original_status=rec["result"].get("status", ""))
+        # Nothing was generated now: the agent's answer is carried over, its token counts are not (no cost).
+        new = BenchRecord(task=task.id, level=task.level, origin=task.origin, trajectory=rec.trajectory,
+                          turn=rec.turn, candidate=rec.candidate, summary=rec.summary, response=rec.response,
+                          reasoning=rec.reasoning, compile_baseline=source, result=result,
+                          replayed_from=os.path.abspath(config.from_dir), original_status=rec.result.status)
         log.append(new)
         on_record(new)
 
@@ -123,7 +122,7 @@ def run_replay(config, tasks: list[Task], todo: list[dict[str, Any]], evaluator,
         if early is not None:
             emit(rec, early)
         else:
-            pending[evaluator.submit(by_id[rec["task"]], rec["candidate"])] = rec
+            pending[evaluator.submit(by_id[rec.task], rec.candidate)] = rec
     while pending:
         finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
         for fut in finished:

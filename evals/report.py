@@ -12,6 +12,7 @@ import os
 from typing import Any, Sequence
 
 from evals.metrics import FAST_P_THRESHOLDS, fast_p, p_key, summarize, trajectory_outcomes
+from evals.results_log import BenchRecord
 
 # Imports inside functions: matplotlib (0.4 s to import) loads when a figure is drawn, not when this module is
 # imported for its records and helpers.
@@ -26,7 +27,7 @@ def _plt():
     return plt
 
 
-def plot_speedups(records: Sequence[dict[str, Any]], path: str) -> None:
+def plot_speedups(records: Sequence[BenchRecord], path: str) -> None:
     plt = _plt()
     outcomes = [t for o in trajectory_outcomes(records).values() for t in o if t.correct]
     fig, ax = plt.subplots(figsize=(6, 3.5))
@@ -45,7 +46,7 @@ def plot_speedups(records: Sequence[dict[str, Any]], path: str) -> None:
     _save(fig, path)
 
 
-def plot_fast_p(records: Sequence[dict[str, Any]], path: str) -> None:
+def plot_fast_p(records: Sequence[BenchRecord], path: str) -> None:
     """fast_p over a continuous p, for the best trajectory per task and averaged over trajectories."""
     plt = _plt()
     outcomes = trajectory_outcomes(records)
@@ -91,12 +92,12 @@ def plot_best_so_far(metrics: dict[str, Any], path: str) -> None:
     _save(fig, path)
 
 
-def plot_speedup_vs_sol(records: Sequence[dict[str, Any]], path: str) -> None:
+def plot_speedup_vs_sol(records: Sequence[BenchRecord], path: str) -> None:
     """One point per correct trajectory whose kernel has a speed-of-light fraction: x the fraction of the
     device's roofline it reached, y its speedup over eager PyTorch (log), coloured by level. Far right and low
     is a kernel near the hardware's limit whose reference was already fast; far left, room left."""
     plt = _plt()
-    level = {rec["task"]: str(rec.get("level", 0)) for rec in records}
+    level = {rec.task: str(rec.level) for rec in records}
     points: dict[str, list[tuple[float, float]]] = {}
     for task, outs in trajectory_outcomes(records).items():
         for t in outs:
@@ -159,20 +160,20 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + ["| " + " | ".join(r) + " |" for r in rows]
 
 
-def conditions_of(records: Sequence[dict[str, Any]]) -> dict[str, list[str]]:
+def conditions_of(records: Sequence[BenchRecord]) -> dict[str, list[str]]:
     """Distinct measurement conditions across the run's kernels (device name, torch, sandbox, size...)."""
     seen: dict[str, set[str]] = {k: set() for k in ("device", "device_name", "driver_version", "torch_version",
                                                     "cuda_version", "sandbox", "op_policy", "size", "cpu_threads")}
     for rec in records:
-        cond = rec.get("result", {}).get("conditions", {})
-        if not cond.get("device_name"):
+        cond = rec.result.conditions
+        if not cond.device_name:
             continue  # never reached the run stage (format, static or compile error): measured nothing
         for k in seen:
-            seen[k].add(str(cond.get(k, "")))
+            seen[k].add(str(getattr(cond, k)))
     return {k: sorted(v) for k, v in seen.items() if v}
 
 
-def write_report(out_dir: str, metrics: dict[str, Any], records: Sequence[dict[str, Any]],
+def write_report(out_dir: str, metrics: dict[str, Any], records: Sequence[BenchRecord],
                  config: dict[str, Any] | None = None, extra_sections: Sequence[str] = ()) -> str:
     """Write report.md and its plots into `out_dir`; returns the report's path."""
     plot_speedups(records, os.path.join(out_dir, "speedup_distribution.png"))
@@ -247,7 +248,7 @@ def token_lines(t: dict[str, Any]) -> list[str]:
     return lines + _table(header, rows)
 
 
-def _task_rows(records: Sequence[dict[str, Any]]) -> list[tuple[str, ...]]:
+def _task_rows(records: Sequence[BenchRecord]) -> list[tuple[str, ...]]:
     rows = []
     for task, outs in sorted(trajectory_outcomes(records).items()):
         rows.append((task, f"{sum(t.correct for t in outs)}/{len(outs)}",

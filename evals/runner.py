@@ -31,12 +31,12 @@ from agent.trajectory import Turn
 from evals import baselines as bl, replay
 from evals.metrics import compute_metrics
 from evals.report import write_report
-from evals.results_log import BenchError, make_record, record_key, ResultsLog
+from evals.results_log import BenchError, BenchRecord, record_key, ResultsLog
 from evals.tracking import report_metrics, require_tracker, TrackerError
 from kernelbench.executors.executor import ExecutorConfig, make_evaluator
 from kernelbench.harness.config import Device, EvalConfig, OpPolicy
 from kernelbench.harness.insight import telemetry
-from kernelbench.harness.result import EvalResult
+from kernelbench.harness.result import CORRECT
 from kernelbench.tasks.catalog import load_tasks
 from kernelbench.tasks.splits import select
 from kernelbench.tasks.task import OriginError, Task
@@ -189,7 +189,7 @@ def resolve_tasks(spec: str, level: int = 0, limit: int = 0) -> list[Task]:
     return tasks
 
 
-def prepare_out_dir(config: BenchConfig) -> list[dict[str, Any]]:
+def prepare_out_dir(config: BenchConfig) -> list[BenchRecord]:
     """Refuse to overwrite a run; on --resume check it is the same run. Returns the records already there."""
     log = ResultsLog(os.path.join(config.out, "results.jsonl"))
     old_cfg_path = os.path.join(config.out, "config.json")
@@ -234,24 +234,23 @@ def load_baselines(config: BenchConfig, tasks: list[Task], say: Callable[[str], 
     return found
 
 
-def resume_jobs(tasks: list[Task], trajectories: int, turns: int, done: list[dict[str, Any]],
+def resume_jobs(tasks: list[Task], trajectories: int, turns: int, done: list[BenchRecord],
                 score: ScoreConfig = ScoreConfig()):
     """(job, turns still to run) for every trajectory that is not finished, with its finished turns as history
     (each scored under `score`, the run's settings)."""
 
-    have: dict[tuple[str, str], dict[int, dict[str, Any]]] = defaultdict(dict)
+    have: dict[tuple[str, str], dict[int, BenchRecord]] = defaultdict(dict)
     for rec in done:
-        have[(rec["task"], str(rec["trajectory"]))][int(rec["turn"])] = rec
+        have[(rec.task, rec.trajectory)][rec.turn] = rec
     for task in tasks:
         for i in range(trajectories):
             got = have.get((task.id, str(i)), {})
             history = []
             while len(history) in got:  # the contiguous finished prefix; a later turn needs all earlier ones
                 rec = got[len(history)]
-                history.append(Turn(index=len(history), prompt=[], response=rec.get("response", ""),
-                                    reasoning=rec.get("reasoning", ""), summary=rec.get("summary", ""),
-                                    candidate=rec.get("candidate", ""), result=(r := EvalResult.from_dict(rec["result"])),
-                                    score=score.score(r)))
+                history.append(Turn(index=len(history), prompt=[], response=rec.response, reasoning=rec.reasoning,
+                                    summary=rec.summary, candidate=rec.candidate, result=rec.result,
+                                    score=score.score(rec.result)))
             if len(history) < turns:
                 yield Job(task=task, traj_id=str(i), history=tuple(history)), turns - len(history)
 
@@ -264,8 +263,8 @@ def group_jobs(pending: Iterable[tuple[Any, int]], op_policy: str) -> dict[tuple
     return dict(sorted(groups.items(), key=lambda kv: -kv[0][0]))
 
 
-def run_agent(config: BenchConfig, tasks: list[Task], done: list[dict[str, Any]], evaluator, policy,
-              baselines: dict[str, bl.Baseline], on_record: Callable[[dict[str, Any]], None]) -> None:
+def run_agent(config: BenchConfig, tasks: list[Task], done: list[BenchRecord], evaluator, policy,
+              baselines: dict[str, bl.Baseline], on_record: Callable[[BenchRecord], None]) -> None:
     """Run every unfinished (task, trajectory) to `config.turns` turns, appending each kernel as it is judged."""
 
     log = ResultsLog(os.path.join(config.out, "results.jsonl"))
@@ -273,8 +272,9 @@ def run_agent(config: BenchConfig, tasks: list[Task], done: list[dict[str, Any]]
 
     def on_turn(task: Task, traj_id: str, turn) -> None:
         result, source = bl.apply_compile_baseline(turn.result, baselines.get(task.id))
-        rec = make_record(task, traj_id, turn.index, result, candidate=turn.candidate, summary=turn.summary,
-                          response=turn.response, reasoning=turn.reasoning, compile_baseline=source,
+        rec = BenchRecord(task=task.id, level=task.level, origin=task.origin, trajectory=traj_id, turn=turn.index,
+                          candidate=turn.candidate, summary=turn.summary, response=turn.response,
+                          reasoning=turn.reasoning, compile_baseline=source, result=result,
                           finish_reason=turn.finish_reason, generate_s=turn.generate_s,
                           prompt_tokens=turn.prompt_tokens, completion_tokens=turn.completion_tokens,
                           reasoning_tokens=turn.reasoning_tokens)
@@ -289,19 +289,18 @@ def run_agent(config: BenchConfig, tasks: list[Task], done: list[dict[str, Any]]
         runner.run(jobs)
 
 
-def select_records(records: list[dict[str, Any]], tasks: list[Task], trajectories: int | None,
-                   turns: int | None) -> list[dict[str, Any]]:
+def select_records(records: list[BenchRecord], tasks: list[Task], trajectories: int | None,
+                   turns: int | None) -> list[BenchRecord]:
     """The records of this run's tasks, trajectories < N and turns < T, one per key (the first written)."""
     ids = {t.id for t in tasks}
     seen, out = set(), []
     for rec in records:
         key = record_key(rec)
-        if key in seen or rec["task"] not in ids:
+        if key in seen or rec.task not in ids:
             continue
-        traj = str(rec["trajectory"])
-        if trajectories is not None and traj.isdigit() and int(traj) >= trajectories:
+        if trajectories is not None and rec.trajectory.isdigit() and int(rec.trajectory) >= trajectories:
             continue
-        if turns is not None and int(rec["turn"]) >= turns:
+        if turns is not None and rec.turn >= turns:
             continue
         seen.add(key)
         out.append(rec)
@@ -321,11 +320,10 @@ class Progress:
             self._task = self._bar.add_task("", total=total)
             self._bar.start()
 
-    def __call__(self, rec: dict[str, Any]) -> None:
-        res = rec["result"]
-        self.counts[res["status"]] += 1
-        if res["status"] == "correct":
-            self.best = max(self.best, float(res.get("speedup", 0.0)))
+    def __call__(self, rec: BenchRecord) -> None:
+        self.counts[rec.result.status] += 1
+        if rec.result.status == CORRECT:
+            self.best = max(self.best, rec.result.speedup)
         if self._bar is not None:
             text = " ".join(f"{k}:{v}" for k, v in sorted(self.counts.items())) + f" best {self.best:.2f}x"
             self._bar.update(self._task, advance=1, description=text)
@@ -372,7 +370,7 @@ def run_bench(config: BenchConfig, policy=None, say: Callable[[str], None] = pri
     bar = Progress(len(todo), enabled=progress)
     new = []
 
-    def on_record(rec: dict[str, Any]) -> None:
+    def on_record(rec: BenchRecord) -> None:
         new.append(rec)
         bar(rec)
 

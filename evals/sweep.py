@@ -15,6 +15,7 @@ import os
 from typing import Any, Sequence
 
 from evals.metrics import summarize, trajectory_outcomes
+from evals.results_log import BenchRecord
 
 # Imports inside functions: matplotlib (0.4 s to import) loads when a figure is drawn, not when this module is
 # imported for its records and helpers.
@@ -31,7 +32,7 @@ def parse_grid(text: str) -> list[int]:
     return values
 
 
-def scaling_grid(records: Sequence[dict[str, Any]], trajectories: Sequence[int],
+def scaling_grid(records: Sequence[BenchRecord], trajectories: Sequence[int],
                  turns: Sequence[int]) -> list[dict[str, Any]]:
     """One row per (n, t): correctness best@n / avg, mean speedup best@n, fast_1 best@n, budget n·t."""
     rows = []
@@ -84,7 +85,7 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n\n![scaling](scaling.png)"
 
 
-def write_sweep(out_dir: str, records: Sequence[dict[str, Any]], trajectories: Sequence[int],
+def write_sweep(out_dir: str, records: Sequence[BenchRecord], trajectories: Sequence[int],
                 turns: Sequence[int]) -> list[dict[str, Any]]:
     """DIR/sweep.json and DIR/scaling.png; returns the grid rows."""
     rows = scaling_grid(records, trajectories, turns)

@@ -22,6 +22,7 @@ from collections import defaultdict
 from typing import Any, Iterable
 
 from evals.metrics import FAST_P_THRESHOLDS
+from evals.results_log import BenchError, record_key, ResultsLog
 
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "viewer_template.html")
 PAGE_NAME = "view.html"
@@ -91,19 +92,20 @@ def _level_of(task_id: str) -> int:
 def _bench_tasks(run_dir: str) -> dict[str, dict[str, Any]]:
     tasks: dict[str, dict[str, Any]] = {}
     seen = set()
-    for rec in _read_jsonl(os.path.join(run_dir, "results.jsonl")):
-        key = (rec.get("task"), str(rec.get("trajectory")), int(rec.get("turn", 0)))
-        if key in seen:
+    try:
+        records = ResultsLog(os.path.join(run_dir, "results.jsonl")).read()  # the run may still be writing it
+    except BenchError as e:
+        raise ViewError(str(e)) from None
+    for rec in records:
+        if record_key(rec) in seen:
             continue  # the first record of a kernel wins, as in the metrics
-        seen.add(key)
-        task = tasks.setdefault(rec["task"], {"id": rec["task"], "level": int(rec.get("level", 0) or 0),
-                                              "origin": str(rec.get("origin", "")), "trajs": {}})
-        traj = task["trajs"].setdefault(str(rec["trajectory"]), {"id": str(rec["trajectory"]), "turns": []})
-        traj["turns"].append(_turn(int(rec.get("turn", 0)), rec.get("result", {}), candidate=rec.get("candidate", ""),
-                                   summary=rec.get("summary", ""), response=rec.get("response", ""),
-                                   reasoning=rec.get("reasoning", ""),
-                                   tokens=(rec.get("prompt_tokens", 0), rec.get("completion_tokens", 0),
-                                           rec.get("reasoning_tokens", 0))))
+        seen.add(record_key(rec))
+        task = tasks.setdefault(rec.task, {"id": rec.task, "level": rec.level, "origin": rec.origin, "trajs": {}})
+        traj = task["trajs"].setdefault(rec.trajectory, {"id": rec.trajectory, "turns": []})
+        # `_turn` reads a result as a dict: the shape trajectory files (optimize, train) hold it in.
+        traj["turns"].append(_turn(rec.turn, rec.result.to_dict(), candidate=rec.candidate, summary=rec.summary,
+                                   response=rec.response, reasoning=rec.reasoning,
+                                   tokens=(rec.prompt_tokens, rec.completion_tokens, rec.reasoning_tokens)))
     return tasks
 
 

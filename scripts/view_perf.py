@@ -23,6 +23,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from evals.results_log import BenchRecord  # noqa: E402 - after the path line above, which makes it importable
+from kernelbench.harness.result import EvalResult  # noqa: E402
+
 STATUSES = ["correct", "incorrect", "compile_error", "runtime_error", "rejected", "format_error", "timeout"]
 
 
@@ -44,16 +47,17 @@ def synthetic_run(out: str, tasks: int, trajectories: int, turns: int) -> None:
                 for k in range(turns):
                     status = rng.choice(STATUSES)
                     correct = status == "correct"
-                    res = {"status": status, "correct": correct, "speedup": rng.uniform(0.3, 3.0) if correct else 0.0,
-                           "flags": ["static:try_except"] if status == "rejected" else [],
-                           "feedback": f"turn {k}: " + ("ok " if correct else "mismatch at index 17 ") * 10,
-                           "runtime_ms": 0.5, "ref_runtime_ms": 0.9}
-                    rec = {"task": f"kb:L{level}/{t}_task", "level": level, "origin": "kernelbench:/kb",
-                           "trajectory": str(j), "turn": k, "candidate": kernel(t, j, k),
-                           "summary": f"unrolled the loop, turn {k}", "response": "",
-                           "reasoning": "I considered tiling the loop. " * 20, "result": res,
-                           "prompt_tokens": 3000 + 500 * k, "completion_tokens": 900, "reasoning_tokens": 300}
-                    f.write(json.dumps(rec) + "\n")
+                    res = EvalResult(status=status, correct=correct, speedup=rng.uniform(0.3, 3.0) if correct else 0.0,
+                                     flags=("static:try_except",) if status == "rejected" else (),
+                                     feedback=f"turn {k}: " + ("ok " if correct else "mismatch at index 17 ") * 10,
+                                     runtime_ms=0.5, ref_runtime_ms=0.9)
+                    rec = BenchRecord(task=f"kb:L{level}/{t}_task", level=level, origin="kernelbench:/kb",
+                                      trajectory=str(j), turn=k, candidate=kernel(t, j, k),
+                                      summary=f"unrolled the loop, turn {k}", response="",
+                                      reasoning="I considered tiling the loop. " * 20, compile_baseline="none",
+                                      result=res, prompt_tokens=3000 + 500 * k, completion_tokens=900,
+                                      reasoning_tokens=300)
+                    f.write(rec.to_json() + "\n")  # not ResultsLog.append: an fsync a line, 12,800 by default
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump({"bench": {"model": "synthetic", "tasks": "synthetic", "backend": "openai"}}, f)
 

@@ -17,10 +17,11 @@ import pytest
 
 from cli.main import main
 from evals import baselines as bl
-from evals.results_log import BenchError, ResultsLog, make_record
+from evals.results_log import BenchError, BenchRecord, ResultsLog
 from evals.runner import parse_task_spec, resolve_tasks, resume_jobs
 from kernelbench.harness.result import Conditions, EvalResult
 from kernelbench.tasks.task import Task
+from tests.bench_records import bench_record
 from tests.chat_server import ChatServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -148,18 +149,23 @@ def _task() -> Task:
                 source=TASK.format(marker="M", doc="d", expr="torch.relu(x)"))
 
 
+def _record(task: Task, traj: str, turn: int, result: EvalResult, **fields) -> BenchRecord:
+    return bench_record(task.id, traj, turn, result, level=task.level, origin=task.origin, **fields)
+
+
 def test_results_log_cuts_a_torn_line_and_resume_rebuilds_history(tmp_path):
     log = ResultsLog(str(tmp_path / "results.jsonl"))
     task = _task()
     ok = EvalResult(status="correct", correct=True, speedup=1.5, feedback="1.5x faster")
-    log.append(make_record(task, "0", 0, EvalResult(status="format_error", feedback="no code"), candidate=""))
-    log.append(make_record(task, "0", 1, ok, candidate="code-1", summary="s1"))
-    log.append(make_record(task, "1", 1, ok, candidate="orphan"))    # turn 1 without turn 0: not history
+    log.append(_record(task, "0", 0, EvalResult(status="format_error", feedback="no code"), candidate=""))
+    log.append(_record(task, "0", 1, ok, candidate="code-1", summary="s1"))
+    log.append(_record(task, "1", 1, ok, candidate="orphan"))    # turn 1 without turn 0: not history
     with open(log.path, "a") as f:
         f.write('{"task": "kb:L1/1_relu_max", "traj')                 # a kill mid-write
+    assert len(log.read()) == 3 and not open(log.path).read().endswith("\n")   # a reader leaves the file alone
     records = log.load()
     assert len(records) == 3 and open(log.path).read().endswith("\n")
-    log.append(make_record(task, "1", 0, ok, candidate="c"))
+    log.append(_record(task, "1", 0, ok, candidate="c"))
     assert len(log.load()) == 4
     jobs = {job.traj_id: (job, left) for job, left in resume_jobs([task], 3, 3, records)}
     job0, left0 = jobs["0"]
@@ -167,6 +173,78 @@ def test_results_log_cuts_a_torn_line_and_resume_rebuilds_history(tmp_path):
     assert job0.history[1].summary == "s1" and job0.history[1].result.feedback == "1.5x faster"
     assert jobs["1"][1] == 3 and jobs["2"][1] == 3                   # nothing usable: run all turns
     assert not list(resume_jobs([task], 1, 2, records))              # traj 0 is finished at 2 turns
+
+
+def _agent_record() -> BenchRecord:
+    """A record as the agent run writes it: every field of the agent's set, a verdict with conditions."""
+    cond = Conditions(device="cuda", device_name="GPU X", cpu_threads=4, input_seeds=(3, 4), sandbox="bwrap")
+    result = EvalResult(status="correct", correct=True, runtime_ms=0.5, ref_runtime_ms=1.0, speedup=2.0,
+                        flags=("suspicious_speedup",), feedback="2.0x", conditions=cond, sol_fraction=0.25)
+    return _record(_task(), "3", 2, result, candidate="code", summary="tiled", response="<think>hm</think> code",
+                   reasoning="why", compile_baseline="cached", finish_reason="stop", generate_s=1.5,
+                   prompt_tokens=1000, completion_tokens=300, reasoning_tokens=120)
+
+
+def test_bench_record_round_trips_exactly_and_writes_the_keys_it_always_wrote():
+    rec = _agent_record()
+    assert BenchRecord.from_dict(rec.to_dict()) == rec
+    assert BenchRecord.from_dict(json.loads(rec.to_json())) == rec
+    # The keys the agent run wrote before records were typed: a reader of those files reads these the same.
+    assert set(rec.to_dict()) == {"task", "level", "origin", "trajectory", "turn", "candidate", "summary", "response",
+                                  "reasoning", "compile_baseline", "result", "finish_reason", "generate_s",
+                                  "prompt_tokens", "completion_tokens", "reasoning_tokens"}
+    assert rec.to_dict()["result"] == rec.result.to_dict()
+    replayed = replace(rec, finish_reason="", generate_s=0.0, prompt_tokens=0, completion_tokens=0,
+                       reasoning_tokens=0, replayed_from="/runs/a", original_status="incorrect")
+    assert BenchRecord.from_dict(json.loads(replayed.to_json())) == replayed
+    assert "prompt_tokens" not in replayed.to_dict() and replayed.to_dict()["replayed_from"] == "/runs/a"
+
+
+def test_bench_record_without_the_optional_fields_loads_them_as_not_recorded(tmp_path):
+    line = {k: v for k, v in _agent_record().to_dict().items()
+            if k not in ("finish_reason", "generate_s", "prompt_tokens", "completion_tokens", "reasoning_tokens")}
+    (tmp_path / "results.jsonl").write_text(json.dumps(line) + "\n")
+    (rec,) = ResultsLog(str(tmp_path / "results.jsonl")).load()
+    assert (rec.finish_reason, rec.generate_s, rec.prompt_tokens, rec.completion_tokens, rec.reasoning_tokens,
+            rec.replayed_from, rec.original_status) == ("", 0.0, 0, 0, 0, "", "")
+    assert rec == replace(_agent_record(), finish_reason="", generate_s=0.0, prompt_tokens=0, completion_tokens=0,
+                          reasoning_tokens=0)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d.update(score=0.3), r"BenchRecord: missing fields \[\], unknown fields \['score'\]"),
+    (lambda d: d.pop("turn"), r"BenchRecord: missing fields \['turn'\]"),
+    (lambda d: d.pop("result"), r"BenchRecord: missing fields \['result'\]"),
+    (lambda d: d.update(turn="2"), r"BenchRecord\.turn: expected int, got str"),
+    (lambda d: d.update(turn=True), r"BenchRecord\.turn: expected int, got bool"),
+    (lambda d: d.update(trajectory=3), r"BenchRecord\.trajectory: expected str, got int"),
+    (lambda d: d.update(prompt_tokens=1.5), r"BenchRecord\.prompt_tokens: expected int, got float"),
+    (lambda d: d.update(result="correct"), r"BenchRecord\.result: expected an object, got str"),
+    (lambda d: d["result"].update(runtime_ms="fast"), r"BenchRecord\.result: EvalResult\.runtime_ms: expected float"),
+    (lambda d: d["result"].update(status="great"), r"BenchRecord\.result: EvalResult: unknown status 'great'"),
+])
+def test_bench_record_refuses_what_it_did_not_write(change, message):
+    d = json.loads(_agent_record().to_json())
+    change(d)
+    with pytest.raises(ValueError, match=message):
+        BenchRecord.from_dict(d)
+
+
+def test_results_log_names_a_bad_line_and_still_repairs_a_torn_last_one(tmp_path):
+    log = ResultsLog(str(tmp_path / "results.jsonl"))
+    good = _agent_record().to_json()
+    (tmp_path / "results.jsonl").write_text("\n".join([good, "not json", good]) + "\n")
+    for read in (log.load, log.read):
+        with pytest.raises(BenchError, match=r"results\.jsonl, line 2: not a results\.jsonl record: Expecting value"):
+            read()
+    bad = json.loads(good)
+    del bad["candidate"]
+    (tmp_path / "results.jsonl").write_text("\n".join([good, good, json.dumps(bad), good]) + "\n")
+    with pytest.raises(BenchError, match=r"line 3: .*missing fields \['candidate'\]"):
+        log.load()
+    (tmp_path / "results.jsonl").write_text(good + "\n" + good + "\n" + good[:40])   # a kill mid-write
+    assert log.load() == [_agent_record()] * 2
+    assert (tmp_path / "results.jsonl").read_text() == good + "\n" + good + "\n"
 
 
 def test_compile_baseline_ratio_and_cache(tmp_path):
@@ -201,9 +279,8 @@ def test_baseline_is_measured_once_then_cached(tmp_path, build_cache_dir):
 def _fake_run(path: Path, device_name: str) -> str:
     path.mkdir()
     cond = Conditions(device_name=device_name, torch_version="2.13")
-    rec = {"task": "A", "level": 1, "trajectory": "0", "turn": 0,
-           "result": EvalResult(status="correct", correct=True, speedup=1.2, conditions=cond).to_dict()}
-    (path / "results.jsonl").write_text(json.dumps(rec) + "\n")
+    rec = bench_record("A", "0", 0, EvalResult(status="correct", correct=True, speedup=1.2, conditions=cond))
+    (path / "results.jsonl").write_text(rec.to_json() + "\n")
     from evals.metrics import compute_metrics
 
     (path / "metrics.json").write_text(json.dumps(compute_metrics([rec])))
@@ -242,6 +319,10 @@ def _lines(path: Path) -> list[str]:
     return [ln for ln in path.read_text().splitlines(keepends=True) if ln.endswith("\n")] if path.exists() else []
 
 
+def _records(lines: list[str]) -> list[BenchRecord]:
+    return [BenchRecord.from_dict(json.loads(ln)) for ln in lines]
+
+
 @pytest.fixture(scope="module")
 def killed_and_resumed(tmp_path_factory, build_cache_dir):
     """A bench run in a subprocess, SIGKILLed after some kernels were logged, then resumed in-process."""
@@ -269,18 +350,18 @@ def test_killed_bench_resumes_without_redoing_or_losing_kernels(killed_and_resum
     before, after = killed_and_resumed["before"], killed_and_resumed["after"]
     assert 3 <= len(before) < 6
     assert after[:len(before)] == before                     # finished kernels kept as they were...
-    keys = [(r["task"], r["trajectory"], r["turn"]) for r in map(json.loads, after)]
+    keys = [(r.task, r.trajectory, r.turn) for r in _records(after)]
     assert len(keys) == len(set(keys)) == 6                  # ...none redone, none missing: 3 tasks x 1 x 2
 
 
 @pytest.mark.slow
 def test_bench_outputs_statuses_metrics_report(killed_and_resumed):
     out = killed_and_resumed["out"]
-    records = [json.loads(ln) for ln in killed_and_resumed["after"]]
+    records = _records(killed_and_resumed["after"])
     for rec in records:
-        assert rec["result"]["status"] == EXPECTED[(rec["task"], rec["turn"])], rec["result"]["feedback"]
-        if rec["result"]["status"] == "correct":
-            assert rec["result"]["speedup"] > 0 and rec["result"]["conditions"]["device_name"]
+        assert rec.result.status == EXPECTED[(rec.task, rec.turn)], rec.result.feedback
+        if rec.result.status == "correct":
+            assert rec.result.speedup > 0 and rec.result.conditions.device_name
     metrics = json.loads((out / "metrics.json").read_text())
     overall = metrics["overall"]
     assert set(overall["fast_p"]["eager"]) == {"fast_0", "fast_0.5", "fast_0.8", "fast_1", "fast_1.5", "fast_2"}
@@ -309,11 +390,10 @@ def test_replay_reproduces_statuses_and_compare_and_sweep(killed_and_resumed, tm
     assert main(["bench", "--backend", "replay", "--from", str(src), "--out", str(replay_out), "--device", "cpu",
                  "--build-cache", killed_and_resumed["cache"], "--timing-trials", "10", "--no-compile-baseline",
                  "--quiet"]) == 0
-    original = {(r["task"], r["trajectory"], r["turn"]): r["result"]["status"]
-                for r in map(json.loads, killed_and_resumed["after"])}
-    replayed = [json.loads(ln) for ln in _lines(replay_out / "results.jsonl")]
-    assert {(r["task"], r["trajectory"], r["turn"]): r["result"]["status"] for r in replayed} == original
-    assert all(r["replayed_from"] == str(src) for r in replayed)
+    original = {(r.task, r.trajectory, r.turn): r.result.status for r in _records(killed_and_resumed["after"])}
+    replayed = _records(_lines(replay_out / "results.jsonl"))
+    assert {(r.task, r.trajectory, r.turn): r.result.status for r in replayed} == original
+    assert all(r.replayed_from == str(src) for r in replayed)
     assert main(["bench", "compare", str(src), str(replay_out), "--out", str(tmp_path / "cmp.md")]) == 0
     assert (tmp_path / "cmp.md").read_text().count("scripted") == 1   # the replay has no model, only a backend
     assert main(["bench", "sweep", "--from", str(src), "--trajectories-grid", "1,2", "--turns-grid", "1,2",

@@ -7,13 +7,14 @@ import math
 import pytest
 
 from evals import metrics as m
+from kernelbench.harness.result import EvalResult
+from tests.bench_records import bench_record
 
 
 def rec(task, level, traj, turn, status, speedup=0.0, vs_compile=0.0):
     correct = status == "correct"
-    return {"task": task, "level": level, "trajectory": str(traj), "turn": turn,
-            "result": {"status": status, "correct": correct, "speedup": speedup if correct else 0.0,
-                       "speedup_vs_compile": vs_compile if correct else 0.0}}
+    return bench_record(task, traj, turn, EvalResult(status=status, correct=correct, speedup=speedup if correct else 0.0,
+                                                     speedup_vs_compile=vs_compile if correct else 0.0), level=level)
 
 
 # Task A (level 1): traj 0 = [incorrect, correct 2.0x (1.5x vs compile)], traj 1 = [correct 0.5x, correct 1.2x]

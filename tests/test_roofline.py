@@ -13,11 +13,13 @@ import torch.nn as nn
 
 from evals import metrics as m
 from evals.report import write_report
+from evals.results_log import ResultsLog
 from kernelbench.harness.insight import cpu_peaks, roofline
 from kernelbench.harness.insight.peaks import TERA, Peaks, gpu_peaks
 from kernelbench.harness.result import EvalResult
 from kernelbench.harness.child.work import count_work
 from kernelbench.harness.protocol import Work
+from tests.bench_records import bench_record
 
 # A made-up device with round numbers, so every time below is exact by hand:
 # 100 GB/s at any working set, 100 GFLOP/s for fp32 matrix products and element-wise work alike.
@@ -150,16 +152,22 @@ def test_cpu_peaks_are_measured_once_and_cached():
 
 
 def _rec(task, level, traj, status, speedup=0.0, sol=0.0):
-    return {"task": task, "level": level, "trajectory": str(traj), "turn": 0,
-            "result": {"status": status, "correct": status == "correct", "speedup": speedup,
-                       "speedup_vs_compile": 0.0, "sol_fraction": sol}}
+    return bench_record(task, traj, 0, EvalResult(status=status, correct=status == "correct", speedup=speedup,
+                                                  speedup_vs_compile=0.0, sol_fraction=sol), level=level)
 
 
 def test_bench_metrics_carry_the_mean_fraction_per_level(tmp_path):
-    records = [_rec("A", 1, 0, "correct", 2.0, 0.4), _rec("A", 1, 1, "correct", 1.0, 0.2),
-               _rec("B", 1, 0, "incorrect"), _rec("C", 2, 0, "correct", 3.0, 0.9),
-               {**_rec("C", 2, 1, "correct", 1.5), "turn": 0}]  # no roofline (an old record): left out
-    records[-1]["result"].pop("sol_fraction")
+    log = ResultsLog(str(tmp_path / "results.jsonl"))
+    for rec in [_rec("A", 1, 0, "correct", 2.0, 0.4), _rec("A", 1, 1, "correct", 1.0, 0.2),
+                _rec("B", 1, 0, "incorrect"), _rec("C", 2, 0, "correct", 3.0, 0.9),
+                _rec("C", 2, 1, "correct", 1.5)]:
+        log.append(rec)
+    lines = open(log.path).read().splitlines()
+    old = json.loads(lines[-1])
+    old["result"].pop("sol_fraction")  # no roofline (an old record): left out
+    with open(log.path, "w") as f:
+        f.write("\n".join(lines[:-1] + [json.dumps(old)]) + "\n")
+    records = log.load()
     metrics = m.compute_metrics(records)
     # level 1: trajectories A/0 (0.4) and A/1 (0.2); B has no correct kernel -> mean 0.3 over 2
     assert metrics["by_level"]["1"]["sol_fraction_mean"] == pytest.approx(0.3)

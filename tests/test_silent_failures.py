@@ -33,6 +33,8 @@ from kernelbench.harness.result import CORRECT, HARNESS_ERROR, EvalResult
 from kernelbench.harness.static_checks import check_source
 from rewards.score import kernel_score
 from evals.metrics import compute_metrics
+from evals.results_log import BenchRecord
+from tests.bench_records import bench_record
 
 ROOT = Path(__file__).resolve().parent.parent
 GIL_RELU = (ROOT / "tests" / "fixtures" / "honest" / "relu_gil_release.py").read_text()
@@ -121,9 +123,8 @@ def test_preflight_names_the_cause(cfg, broken_python):
 
 
 def test_harness_errors_are_left_out_of_metrics():
-    def rec(traj: str, status: str, speedup: float = 0.0) -> dict:
-        r = EvalResult(status=status, correct=status == CORRECT, speedup=speedup)
-        return {"task": "L1/x", "level": 1, "trajectory": traj, "turn": 0, "result": r.to_dict()}
+    def rec(traj: str, status: str, speedup: float = 0.0) -> BenchRecord:
+        return bench_record("L1/x", traj, 0, EvalResult(status=status, correct=status == CORRECT, speedup=speedup))
 
     with_fault = compute_metrics([rec("0", CORRECT, 2.0), rec("1", HARNESS_ERROR)])
     without = compute_metrics([rec("0", CORRECT, 2.0)])

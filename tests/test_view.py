@@ -21,8 +21,10 @@ import pytest
 
 from agent.trajectory import Trajectory, Turn
 from cli.main import main
+from evals.results_log import ResultsLog
 from evals.viewer import embed_json, load_run
 from kernelbench.harness.result import EvalResult
+from tests.bench_records import bench_record
 from tests.chat_server import ChatServer, usage_of
 from tests.test_bench import ABS, NO_CODE, TASK, answer
 
@@ -67,8 +69,8 @@ def recorded_run(tmp_path_factory, build_cache_dir):
 
 def test_bench_metrics_carry_tokens_and_cost(recorded_run):
     out = recorded_run["out"]
-    records = [json.loads(ln) for ln in (out / "results.jsonl").read_text().splitlines()]
-    statuses = {(r["task"], r["turn"]): r["result"]["status"] for r in records}
+    records = ResultsLog(str(out / "results.jsonl")).read()
+    statuses = {(r.task, r.turn): r.result.status for r in records}
     assert statuses == {("kb:L1/3_abs", 0): "rejected", ("kb:L1/3_abs", 1): "correct",
                         ("kb:L1/1_relu_max", 0): "format_error", ("kb:L1/1_relu_max", 1): "rejected"}
     # What the server reported for each request, recomputed from the requests it received.
@@ -77,8 +79,8 @@ def test_bench_metrics_carry_tokens_and_cost(recorded_run):
     completion = sum(u["completion_tokens"] for u in usage)
     reasoning = sum(u["completion_tokens_details"]["reasoning_tokens"] for u in usage)
     assert len(usage) == 4 and prompt > 0 and reasoning > 0
-    assert sum(r["prompt_tokens"] for r in records) == prompt
-    assert sum(r["completion_tokens"] for r in records) == completion
+    assert sum(r.prompt_tokens for r in records) == prompt
+    assert sum(r.completion_tokens for r in records) == completion
     tokens = json.loads((out / "metrics.json").read_text())["tokens"]
     assert (tokens["prompt_tokens"], tokens["completion_tokens"], tokens["reasoning_tokens"]) == (
         prompt, completion, reasoning)
@@ -285,8 +287,8 @@ def test_report_to_sends_the_curve_and_the_headline(tmp_path):
     (fake / "trackio.py").write_text(recorder + (
         "def init(**k): _rec('init', **k)\ndef log(d, step=None): _rec('log', d, step=step)\n"
         "def finish(): _rec('finish')\n"))
-    records = [{"task": "A", "level": 1, "trajectory": "0", "turn": t, "prompt_tokens": 10, "completion_tokens": 5,
-                "result": {"status": "correct" if t else "incorrect", "speedup": 1.5}} for t in range(2)]
+    records = [bench_record("A", "0", t, EvalResult(status="correct" if t else "incorrect", correct=bool(t), speedup=1.5),
+                            prompt_tokens=10, completion_tokens=5) for t in range(2)]
     metrics_path = tmp_path / "metrics.json"
     metrics_path.write_text(json.dumps(compute_metrics(records, 2)))
     for name in ("wandb", "trackio"):
