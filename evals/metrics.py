@@ -96,43 +96,51 @@ def p_key(p: float) -> str:
     return f"fast_{p:g}"
 
 
-def record_point(rec: BenchRecord) -> tuple[bool, float, float]:
-    """(correct, eager speedup, compile speedup) of one results.jsonl record."""
+@dataclass(frozen=True)
+class KernelPoint:
+    """What one judged kernel counts for in the metrics."""
+
+    correct: bool
+    """Judged `correct` by the harness."""
+    speedup: float
+    """Its eager speedup; 0 unless correct."""
+    speedup_vs_compile: float
+    """Its `torch.compile` speedup; 0 unless correct and measured."""
+    sol_fraction: float
+    """Its speed-of-light fraction; 0 when not measured (and in records older than the field)."""
+
+
+def record_point(rec: BenchRecord) -> KernelPoint:
+    """The point one results.jsonl record counts for."""
     res = rec.result
     if not (res.status == CORRECT and res.correct):
-        return False, 0.0, 0.0
-    return True, res.speedup, res.speedup_vs_compile
+        return KernelPoint(False, 0.0, 0.0, res.sol_fraction)
+    return KernelPoint(True, res.speedup, res.speedup_vs_compile, res.sol_fraction)
 
 
 def trajectory_outcomes(records: Iterable[BenchRecord], max_turns: int | None = None,
                         max_trajectories: int | None = None) -> dict[str, list[TrajectoryOutcome]]:
     """Per task, one outcome per trajectory, over turns `< max_turns` and the first `max_trajectories`
     trajectories (in their order of first appearance, which is the run's trajectory order)."""
-    kernels: dict[str, dict[str, list[tuple[bool, float, float]]]] = defaultdict(dict)
+    kernels: dict[str, dict[str, list[KernelPoint]]] = defaultdict(dict)
     for rec in records:
         if max_turns is not None and rec.turn >= max_turns:
             continue
         if is_harness_error(rec):  # not a verdict on the kernel: left out, never counted as a failure
             continue
-        kernels[rec.task].setdefault(rec.trajectory, []).append(record_point(rec) + (record_sol(rec),))
+        kernels[rec.task].setdefault(rec.trajectory, []).append(record_point(rec))
     out: dict[str, list[TrajectoryOutcome]] = {}
     for task, trajs in kernels.items():
         ids = _trajectory_order(trajs)[:max_trajectories]
         outcomes = []
         for tid in ids:
             points = trajs[tid]
-            good = [p for p in points if p[0]]
-            outcomes.append(TrajectoryOutcome(correct=bool(good), speedup=max((p[1] for p in good), default=0.0),
-                                              speedup_vs_compile=max((p[2] for p in good), default=0.0),
-                                              sol_fraction=max(good, key=lambda p: p[1])[3] if good else 0.0))
+            good = [p for p in points if p.correct]
+            outcomes.append(TrajectoryOutcome(correct=bool(good), speedup=max((p.speedup for p in good), default=0.0),
+                                              speedup_vs_compile=max((p.speedup_vs_compile for p in good), default=0.0),
+                                              sol_fraction=max(good, key=lambda p: p.speedup).sol_fraction if good else 0.0))
         out[task] = outcomes
     return out
-
-
-def record_sol(rec: BenchRecord) -> float:
-    """Speed-of-light fraction of one results.jsonl record (0 for records written before the field existed:
-    `EvalResult.from_dict` reads them so)."""
-    return rec.result.sol_fraction
 
 
 def is_harness_error(rec: BenchRecord) -> bool:
@@ -250,8 +258,8 @@ def token_metrics(records: Sequence[BenchRecord], price_in: float = 0.0, price_o
     completion = sum(r.completion_tokens for r in records)
     reasoning = sum(r.reasoning_tokens for r in records)
     points = [record_point(r) for r in records]
-    counts = {"kernel": len(records), "correct_kernel": sum(1 for c, _, _ in points if c),
-              "fast_kernel": sum(1 for c, s, _ in points if c and s > 1.0)}
+    counts = {"kernel": len(records), "correct_kernel": sum(1 for p in points if p.correct),
+              "fast_kernel": sum(1 for p in points if p.correct and p.speedup > 1.0)}
     total = prompt + completion
     out: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion, "reasoning_tokens": reasoning,
                            "total_tokens": total, "correct_kernels": counts["correct_kernel"],
