@@ -17,7 +17,6 @@ memory-bound and <= 2 % compute-bound (CPU: paired timing, `EvalConfig.timing_ro
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
 import os
@@ -32,7 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # runs from a checkout, installed or not
-from kernelbench.harness.build import builder, fused_load, pch  # noqa: E402
+from kernelbench.harness.build import builder, pch  # noqa: E402
 from kernelbench.harness.isolation import sandbox, warm_child
 from kernelbench.tasks.catalog import find_task  # noqa: E402
 from kernelbench.harness.config import EvalConfig  # noqa: E402
@@ -137,10 +136,6 @@ def main() -> None:
         row(f"warm-cache evaluation, {label}: median of 3", f"{t:.2f} s", f"{t / base:.2f}x import torch")
         row("  run stage / timed trials (median x trials)", f"{r.run_s:.2f} s",
             f"{r.runtime_ms * r.conditions.timing_trials / 1e3:.3f} s; {r.status} / {r.speedup:.3f}x")
-    with torch_ops_load():  # the same run, the load every trial paid before `build.fused_load`
-        before, _ = warm_evaluation(cfg, src)
-    row("  warm workers, torch's perturbed load (before the fused one)", f"{before:.2f} s",
-        f"{before / base:.2f}x import torch; fused / torch's: {per_path[True][0] / before:.2f}")
     warm_ratio = per_path[True][0] / base
     targets.append(("warm evaluation in a running evaluator / import torch", warm_ratio, "<= 0.5x", warm_ratio <= 0.5))
 
@@ -187,20 +182,6 @@ def main() -> None:
     print("\ntargets (this run, this machine):")
     for name, value, target, ok in targets:
         print(f"  {name:<58} {value:>8.2f}   {target:<8} {'met' if ok else 'NOT MET'}")
-
-
-@contextlib.contextmanager
-def torch_ops_load():
-    """Children that perturb timed inputs with torch's ops instead of the harness's fused load."""
-    before = os.environ.get(fused_load.OFF_ENV)
-    os.environ[fused_load.OFF_ENV] = "1"
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[fused_load.OFF_ENV]
-        else:
-            os.environ[fused_load.OFF_ENV] = before
 
 
 def warm_evaluation(cfg: EvalConfig, src: str, n: int = 3) -> tuple[float, object]:

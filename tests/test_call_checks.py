@@ -7,28 +7,11 @@ from __future__ import annotations
 
 import time
 
-import pytest
 import torch
 
-from kernelbench.harness.build import fused_load
-from kernelbench.harness.child import call_inputs, launch, timing
+from kernelbench.harness.child import timing
 from kernelbench.harness.child.call_checks import CallChecks
 from kernelbench.harness.child.op_policy import judge_ops
-from kernelbench.harness.config import EvalConfig
-
-
-@pytest.fixture(params=["torch_ops", "fused_load"])
-def load_route(request, monkeypatch) -> str:
-    """Both routes of the perturbed load (`call_inputs.Perturbation`): torch's ops, and the harness's C loop that
-    CPU children map when the parent built it (`kernelbench.harness.build.fused_load`)."""
-    if request.param == "fused_load":
-        path = fused_load.library(EvalConfig(device="cpu"))
-        assert path, "the perturbed-load library did not build here (no C compiler?)"
-        monkeypatch.setenv(launch.FUSED_LOAD_ENV, path)
-        monkeypatch.setattr(call_inputs, "_FUSED", call_inputs._fused_load())
-    else:
-        monkeypatch.setattr(call_inputs, "_FUSED", {})
-    return request.param
 
 
 class Recorder:
@@ -43,7 +26,7 @@ class Recorder:
         return x * 2
 
 
-def test_every_call_of_a_measurement_writes_its_inputs_the_same_way(load_route):
+def test_every_call_of_a_measurement_writes_its_inputs_the_same_way():
     """Warm-up, timed, check and verification calls: the version counter rises by exactly one between two calls
     on the same buffer, and offset, strides, grad flag and storage size never change."""
     rec = Recorder()
@@ -64,7 +47,7 @@ def test_every_call_of_a_measurement_writes_its_inputs_the_same_way(load_route):
     assert len(first_of_block) >= 3  # warm-up's buffers and each block's start at version 0
 
 
-def test_check_and_timed_values_come_from_one_function(load_route):
+def test_check_and_timed_values_come_from_one_function():
     """A check call's inputs are `check_inputs` of its set and seed: the same numbers a timed call on that seed
     gets written into its buffers (`Perturbation.write`, one write per tensor: the version counter rises by
     one, as a `copy_`'s does)."""
@@ -78,37 +61,6 @@ def test_check_and_timed_values_come_from_one_function(load_route):
     assert [b._version - v for b, v in zip(buffers[:2], versions)] == [1, 1]
     two = [torch.ones(100), torch.ones(100)]  # equal tensors of one set get their own factors
     assert not torch.equal(*timing.check_inputs(two, 7))
-    assert all(p for p in timing.Perturbation(base).fused[:1]) == (load_route == "fused_load")
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_the_fused_load_gives_every_element_its_own_factor_of_256(load_route, dtype):
-    """Each element is multiplied by one of 256 evenly spaced factors in [0.5, 2], drawn per element (all 256
-    appear, none much more often than its share), per seed and per tensor of the set; another child making the
-    same set's values (the reference, for a check call) gets the same numbers."""
-    base = torch.rand(200_000, dtype=dtype) + 0.5  # away from 0, so each factor reads back exactly enough
-    out = timing.Perturbation([base]).fresh(11)[0]
-    low, high = timing.SCALE_RANGE
-    level = ((out / base - low) / ((high - low) / (timing.FACTOR_LEVELS - 1))).round().long()
-    assert level.min() >= 0 and level.max() == timing.FACTOR_LEVELS - 1
-    counts = torch.bincount(level, minlength=timing.FACTOR_LEVELS)
-    share = len(base) / timing.FACTOR_LEVELS
-    assert bool((counts > 0).all()) and counts.max() < 1.3 * share and counts.min() > 0.7 * share
-    assert torch.equal(timing.Perturbation([base]).fresh(11)[0], out)  # the same in another instance
-    assert not torch.equal(timing.Perturbation([base]).fresh(12)[0], out)
-    again = timing.Perturbation([base, base]).fresh(11)
-    assert torch.equal(again[0], out) and not torch.equal(again[1], out)  # the tensor's place keys its draw
-
-
-@pytest.mark.parametrize("load_route", ["fused_load"], indirect=True)
-def test_a_buffer_the_call_resized_is_never_written_past_its_end(load_route):
-    """The fused route writes through a pointer: a buffer the candidate shrank between calls raises (its own
-    fault, in its process) instead of being written past its end."""
-    base = [torch.randn(1000)]
-    buffers = timing.fresh_buffers(base)
-    buffers[0].resize_(10)
-    with pytest.raises(ValueError, match="no longer matches"):
-        timing.Perturbation(base).write(buffers, 3)
 
 
 def test_op_policy_is_judged_on_every_call():

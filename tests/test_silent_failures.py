@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelbench.harness.build import build_cache, build_tree, builder, fused_load, pch, prebuild, toolchain
+from kernelbench.harness.build import build_cache, build_tree, builder, pch, prebuild, toolchain
 from kernelbench.harness.child import build_flags, launch, load_inline_hook, prebuild as child_prebuild
 from kernelbench.harness.isolation import bwrap, sandbox
 from kernelbench.tasks.builtin import load_builtin
@@ -104,25 +104,6 @@ def test_a_task_with_an_oversized_input_set_is_refused_at_once_with_its_size(cfg
     assert r.status == HARNESS_ERROR, r.feedback
     assert "16 MiB ((1024, 4096))" in r.feedback and "EvalConfig.max_input_set_mb" in r.feedback, r.feedback
     assert evaluate(RELU, honest, cfg).status == CORRECT  # the same task under the default limit
-
-
-@pytest.mark.parametrize("warm", [True, False])
-def test_a_perturbed_load_library_that_cannot_be_mapped_is_a_harness_error(cfg, tmp_path, monkeypatch, warm):
-    """The parent names its perturbed-load library to every CPU child (`build.fused_load`); a child that cannot
-    map it stops before the candidate loads: `harness_error`, never a verdict judged with a load the paired
-    child does not share. With a good library the same candidate is `correct`."""
-    bad = tmp_path / "fused_load-bad.so"
-    bad.write_text("not a shared object")
-    honest = (ROOT / "kernelbench" / "tasks" / "solutions" / "cpu" / "L1" / "01_relu.py").read_text()
-    src = honest + f"\n# {time.time_ns()}\n"
-    good = fused_load.library(cfg)
-    assert good, "the perturbed-load library did not build here"
-    monkeypatch.setattr(fused_load, "library", lambda config: str(bad))
-    broken = evaluate(RELU, src, replace(cfg, warm_workers=warm))
-    assert broken.status == HARNESS_ERROR and broken.retries == 1, broken.feedback
-    assert kernel_score(broken) is None
-    monkeypatch.setattr(fused_load, "library", lambda config: good)
-    assert evaluate(RELU, src, replace(cfg, warm_workers=warm)).status == CORRECT
 
 
 def test_evaluator_stops_after_harness_errors_in_a_row(cfg, broken_python):

@@ -10,7 +10,7 @@ import random
 from pathlib import Path
 
 from kernelbench.harness import protocol
-from kernelbench.harness.build import builder, fused_load, nvrtc
+from kernelbench.harness.build import builder, nvrtc
 from kernelbench.harness.isolation import sandbox, warm_child
 from kernelbench.harness.child import launch
 from kernelbench.tasks.inputs import Seeds
@@ -58,15 +58,14 @@ def child_spec(config: EvalConfig, scratch: str, job: protocol.ReferenceJob | pr
     """Writes the job into `scratch` (the child reads and deletes it first) and describes the child."""
     Path(scratch, "job.json").write_text(json.dumps(protocol.job_to_dict(job)))
     env = builder.child_env(config, extensions_dir) if extensions_dir else \
-        (("OMP_NUM_THREADS", str(config.threads)),) + builder.cpu_allocator_env(config) + fused_load.child_env(config)
+        (("OMP_NUM_THREADS", str(config.threads)),) + builder.cpu_allocator_env(config)
     if config.device == "cuda" and not extensions_dir:
         env += nvrtc.child_env(config.device)
     if config.device == "cuda" and config.cuda_device:  # the run's own GPU, and no other (train.layout)
         env += (("CUDA_VISIBLE_DEVICES", config.cuda_device),)
     return sandbox.ChildSpec(argv=launch.child_argv(scratch), scratch_dir=scratch,
                              worker=sandbox.WorkerEntry(scratch) if config.warm_workers else None,
-                             limits=builder.child_limits(config, timeout_s or config.run_timeout_s, max_file_mb),
-                             binds=tuple(binds) + fused_load.child_binds(config),
+                             limits=builder.child_limits(config, timeout_s or config.run_timeout_s, max_file_mb), binds=tuple(binds),
                              cuda=config.device == "cuda", env=env, pass_fds=pass_fds)
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernelbench.harness import protocol
-from kernelbench.harness.build import fused_load, nvrtc, prebuild, triton_kernels
+from kernelbench.harness.build import nvrtc, prebuild, triton_kernels
 from kernelbench.harness.child import build_flags, report
 from kernelbench.harness.isolation import sandbox
 from kernelbench.harness.build.build_cache import cache_key, cache_root, source_key
@@ -155,7 +155,7 @@ def _compile(src: str, config: EvalConfig, entry: Path, jobs: int, pch_dir: str)
                 argv=launch.child_argv(scratch, prebuild=True), scratch_dir=scratch, cuda=config.device == "cuda",
                 worker=sandbox.WorkerEntry(scratch, prebuild=True) if config.warm_workers else None,
                 limits=child_limits(config, config.compile_timeout_s),  # as the run child's
-                binds=(build_bind,) + ((sandbox.Bind(pch_dir),) if pch_dir else ()) + fused_load.child_binds(config),
+                binds=(build_bind,) + ((sandbox.Bind(pch_dir),) if pch_dir else ()),
                 env=env, pass_fds=(collector.write_fd,))
             child = sandbox.start_child(spec, slot, config.require_sandbox)
             collector.started()
@@ -258,8 +258,7 @@ def child_env(config: EvalConfig, extensions_dir: str, jobs: int = 0) -> tuple[t
            ("KMP_BLOCKTIME", "0"), ("MAX_JOBS", str(jobs or max(1, (os.cpu_count() or 2) // 2)))]
     if config.device == "cuda" and cuda_arch_list():
         env.append(("TORCH_CUDA_ARCH_LIST", cuda_arch_list()))
-    return (tuple(env) + cpu_allocator_env(config) + fused_load.child_env(config) + nvrtc.child_env(config.device)
-            + triton_kernels.child_env(config.device, extensions_dir))
+    return tuple(env) + cpu_allocator_env(config) + nvrtc.child_env(config.device) + triton_kernels.child_env(config.device, extensions_dir)
 
 
 def run_binds(entry_dir: str, scratch: str, uid: int, kind: str, pch_dir: str = "") -> tuple[sandbox.Bind, ...]:

@@ -4,43 +4,15 @@ and hidden check calls (DESIGN.md rules 4 and 8; the why of each is at its funct
 
 from __future__ import annotations
 
-import ctypes
-import os
 from typing import Any
 
 import numpy.random
 import torch
 
-from kernelbench.harness.child.launch import FUSED_LOAD_ENV
-
 _PCG64 = numpy.random.PCG64
 """Captured at import, before any candidate code (the worker imports this module first): a candidate that
 rebinds `numpy.random.PCG64` afterwards does not choose its own timed inputs; and imported here, since a
 sandboxed child may no longer map a new library once the candidate is loaded."""
-
-
-
-def _fused_load() -> dict[torch.dtype, Any]:
-    """The harness's one-pass perturbed load (`fused_load.c`) by dtype, when the parent named its library
-    (`kernelbench.harness.build.fused_load`); empty when it did not. Mapped here, at import: before any candidate
-    code, and before the run child refuses new executable memory. A library named but not mapped raises: the
-    child stops as the harness's fault, never judging with a load its paired child does not share."""
-    path = os.environ.get(FUSED_LOAD_ENV, "")
-    if not path:
-        return {}
-    lib = ctypes.CDLL(path)
-    found = {}
-    for dtype, name, c_type in ((torch.float32, "ka_scale_by_bytes_f32", ctypes.c_float),
-                                (torch.float64, "ka_scale_by_bytes_f64", ctypes.c_double)):
-        fn = getattr(lib, name)
-        fn.restype = None
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_uint64, c_type, c_type]
-        found[dtype] = fn
-    return found
-
-
-_FUSED = _fused_load()
-"""Captured at import, like `_PCG64`."""
 
 SCALE_RANGE = (0.5, 2.0)
 """Range of the per-element factors of timed and check inputs (`kernelbench.harness.child.timing`'s docstring)."""
@@ -112,15 +84,10 @@ class Perturbation:
     FACTOR_LEVELS evenly spaced values in SCALE_RANGE drawn from a seed (integer tensors are indices and stay
     as they are). Positive factors keep each value's sign.
 
-    On the CPU, for dense float32 and float64 tensors, one pass of the harness's own C loop when the parent named
-    it (`_FUSED`: each element's byte drawn and applied in registers, `v * (low + step * byte)`; 0.8 ms per 2M
-    elements on a 2-core VM). Otherwise torch's ops: `low * v + step * v * level` with `low * v` and `step * v`
-    kept per base set, so a call costs a byte draw, one cast and one `addcmul` (0.43 + 0.43 + 1.2 ms per 2M
-    elements, where drawing factors, scaling them and multiplying took 3.5 ms), and the two terms hold twice the
-    set's floating tensors in the timing child's own memory (its rlimits and cgroup count them). The two routes
-    give other numbers for one seed; which one a tensor takes follows from its dtype, layout and device and the
-    environment the parent gave both children, so the reference and the candidate's child always agree
-    (`compare.inputs_match` checks it on every check call).
+    Computed as `low * v + step * v * level` with `low * v` and `step * v` kept per base set, so a call costs
+    a byte draw, one cast and one `addcmul` (0.43 + 0.43 + 1.2 ms per 2M elements on a 2-core VM, where
+    drawing factors, scaling them and multiplying took 3.5 ms). The cost: the two terms hold twice the floating
+    tensors of each timing set, in the timing child's own memory (its rlimits and cgroup count them).
 
     Why 8 bits per element: one float draw per element cost five times the ReLU it perturbs; 256 independent
     levels per element leave no cheaper route to a call's output than computing it: the caching attack needs
@@ -129,24 +96,10 @@ class Perturbation:
     def __init__(self, values: list[Any]):
         low, high = SCALE_RANGE
         step = (high - low) / (FACTOR_LEVELS - 1)
-        self.low, self.step = low, step
         self.values = values
-        self.fused = [_is_scaled(v) and _fusable(v) for v in values]
-        self.terms = [(torch.mul(v, low), torch.mul(v, step)) if _is_scaled(v) and not f else None
-                      for v, f in zip(values, self.fused)]
+        self.terms = [(torch.mul(v, low), torch.mul(v, step)) if _is_scaled(v) else None for v in values]
 
     def _scaled(self, i: int, seed: int, out: torch.Tensor | None) -> torch.Tensor:
-        if self.fused[i]:
-            v = self.values[i]
-            target = torch.empty_like(v) if out is None else out
-            if not (target.is_contiguous() and target.dtype == v.dtype and target.numel() == v.numel()):
-                raise ValueError("an argument buffer no longer matches its set (the call changed its size, "
-                                 "dtype or layout)")  # never a write past its end
-            _FUSED[v.dtype](v.data_ptr(), target.data_ptr(), v.numel(), _key(seed, i), self.low, self.step)
-            if out is not None:  # a write through a pointer leaves the version counter alone; every other
-                # write path raises it by one (`write_inputs`), so it rises by one here too (a view shares it)
-                out.as_strided((0,), (1,)).zero_()
-            return target
         base_low, base_step = self.terms[i]
         real = base_low.real.dtype if base_low.is_complex() else base_low.dtype
         levels = _levels(base_low, seed, i).to(dtype=real)
@@ -154,30 +107,16 @@ class Perturbation:
 
     def fresh(self, seed: int) -> list[Any]:
         """The values for `seed`, in fresh tensors (integer tensors cloned)."""
-        return [self._scaled(i, seed, None) if scaled else (v.clone() if isinstance(v, torch.Tensor) else v)
-                for i, (v, scaled) in enumerate(zip(self.values, self._scaled_flags()))]
+        return [self._scaled(i, seed, None) if t is not None else (v.clone() if isinstance(v, torch.Tensor) else v)
+                for i, (v, t) in enumerate(zip(self.values, self.terms))]
 
     def write(self, buffers: list[Any], seed: int) -> list[Any]:
         """The values for `seed` written into `buffers`, one write per tensor as `write_inputs` does (the
-        floating ones by the op that computes them, into the buffer: its version counter rises by one, as a
-        `copy_`'s does); returns the call's arguments."""
-        flags = self._scaled_flags()
-        args = write_inputs(buffers, [None if scaled else v for v, scaled in zip(self.values, flags)])
-        return [self._scaled(i, seed, buf) if scaled else a
-                for i, (buf, a, scaled) in enumerate(zip(buffers, args, flags))]
-
-    def _scaled_flags(self) -> list[bool]:
-        return [f or t is not None for f, t in zip(self.fused, self.terms)]
-
-
-def _fusable(v: torch.Tensor) -> bool:
-    """Whether the C loop makes `v`'s perturbed values: a dense CPU float32 or float64 tensor, library mapped."""
-    return v.device.type == "cpu" and v.dtype in _FUSED and v.is_contiguous() and not v.is_conj() and not v.is_neg()
-
-
-def _key(seed: int, index: int) -> int:
-    """The C loop's stream for tensor `index` of a set under `seed` (as `_levels` keys torch's generator)."""
-    return (int(seed) * 1_000_003 + int(index)) % 2 ** 64
+        floating ones by the `addcmul` that computes them, `out=` the buffer: its version counter rises by
+        one, as a `copy_`'s does); returns the call's arguments."""
+        args = write_inputs(buffers, [None if t is not None else v for v, t in zip(self.values, self.terms)])
+        return [self._scaled(i, seed, buf) if t is not None else a
+                for i, (buf, a, t) in enumerate(zip(buffers, args, self.terms))]
 
 
 def check_inputs(values: list[Any], seed: int) -> list[Any]:

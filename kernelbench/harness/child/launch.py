@@ -14,12 +14,6 @@ CHILD_PYTHON_ENV = "KERNEL_AGENT_CHILD_PYTHON"
 on purpose (an interpreter the sandbox's user cannot execute) and check that it is reported as such."""
 
 
-FUSED_LOAD_ENV = "KERNEL_AGENT_FUSED_LOAD"
-"""The path of the harness's perturbed-load library (`kernelbench.harness.build.fused_load`), set by the parent in
-every CPU child's environment; `kernelbench.harness.child.call_inputs` maps it at import, before candidate code."""
-FUSED_LOAD_SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fused_load.c")
-
-
 def child_argv(scratch: str, prebuild: bool = False) -> tuple[str, ...]:
     """`python -I` (no PYTHON* variables, no user site, no cwd on sys.path) with this project importable
     whether or not it is installed. `prebuild` (the compile child): first start the early build the parent

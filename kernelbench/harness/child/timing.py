@@ -14,9 +14,9 @@ timing base sets are their own draws of `get_inputs()` from secret seeds (`input
 correctness set; they rotate through one set of argument buffers (allocated afresh for every block), and
 before each call, outside the timed window, the base set with every floating ELEMENT multiplied by its own
 factor drawn uniformly from 256 levels in [0.5, 2] (integer tensors are indices and stay as they are),
-is written in by the one op that computes it (`call_inputs.Perturbation.write`: one C pass on the CPU; every
-other call's values by one `copy_`, `call_inputs.write_inputs`: one write per tensor, so no tensor metadata
-tells a timed call from a judged one), the factors from a generator seeded from the OS's entropy. Positive factors keep each value's sign,
+is written in by the one op that computes it (`call_inputs.Perturbation.write`; every other call's values by one
+`copy_`, `call_inputs.write_inputs`: one write per tensor, so no tensor metadata tells a timed call from a
+judged one), the factors from a generator seeded from the OS's entropy. Positive factors keep each value's sign,
 so domains such as `log` and `sqrt` stay valid. Why element-wise: with one factor per call a timed input was
 a scalar multiple of a set the candidate had seen, and a task whose first stage is linear could cache that
 stage per set and scale it (111x "speedup", correct); a value-keyed cache never hits either (180x on a naive

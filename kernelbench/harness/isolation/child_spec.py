@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kernelbench.harness.child.launch import FUSED_LOAD_ENV
 from kernelbench.harness.child.progress import STARTED, UNTRUSTED
 
 BWRAP = "bwrap"
@@ -13,7 +12,7 @@ RLIMITS = "rlimits"
 TAIL_CHARS = 6000
 ENV_ALLOWED = ("LANG", "OMP_NUM_THREADS", "THP_MEM_ALLOC_ENABLE", "GLIBC_TUNABLES", "KMP_BLOCKTIME", "CUDA_VISIBLE_DEVICES", "CUDA_HOME", "TORCH_EXTENSIONS_DIR",
                "TORCH_CUDA_ARCH_LIST", "MAX_JOBS", "NVIDIA_TF32_OVERRIDE", "CUPY_CACHE_DIR", "CUPY_CACHE_SAVE_CUDA_SOURCE",
-               "TRITON_INTERPRET", "TRITON_CACHE_DIR", FUSED_LOAD_ENV)
+               "TRITON_INTERPRET", "TRITON_CACHE_DIR")
 
 
 @dataclass(frozen=True)
