@@ -16,6 +16,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
+from kernelbench.harness.record_codec import value_of
 from kernelbench.harness.result import EvalResult
 
 
@@ -91,8 +92,8 @@ class BenchRecord:
     @classmethod
     def from_dict(cls, d: Any) -> "BenchRecord":
         """The record a `to_dict` wrote, exactly: every required field present, no other key, each value of its
-        type (an int is read as a float where a float is due, as `record_codec` does); only `OPTIONAL` fields may
-        be absent, and read as their defaults. `result` is read by `EvalResult.from_dict` (which reads results
+        type (`record_codec.value_of`: an int is read as a float where a float is due, a bool is no int); only
+        `OPTIONAL` fields may be absent, and read as their defaults. `result` is read by `EvalResult.from_dict` (which reads results
         older than some of its fields). Anything else is a ValueError naming the field path."""
         if not isinstance(d, dict):
             raise ValueError(f"BenchRecord: expected an object, got {type(d).__name__}")
@@ -110,7 +111,7 @@ class BenchRecord:
                 except ValueError as e:
                     raise ValueError(f"BenchRecord.result: {e}") from None
             else:
-                values[name] = _scalar(FIELD_TYPES[name], value, f"BenchRecord.{name}")
+                values[name] = value_of(FIELD_TYPES[name], value, f"BenchRecord.{name}")
         return cls(**values)
 
 
@@ -119,15 +120,6 @@ FIELD_TYPES: dict[str, Any] = typing.get_type_hints(BenchRecord)
 
 OPTIONAL = frozenset(f.name for f in dataclasses.fields(BenchRecord) if f.default is not dataclasses.MISSING)
 """The fields a line may lack: those with a default (BenchRecord's comments say which run writes which)."""
-
-
-def _scalar(tp: type, value: Any, where: str) -> Any:
-    """`value` as a `tp` (str, int or float), exactly: a bool is not an int, an int is a float's value."""
-    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, tp) and not isinstance(value, bool):
-        return value
-    raise ValueError(f"{where}: expected {tp.__name__}, got {type(value).__name__}")
 
 
 def record_key(rec: BenchRecord) -> tuple[str, str, int]:

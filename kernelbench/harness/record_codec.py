@@ -52,10 +52,12 @@ def from_plain(cls: type[R], data: Any, where: str = "") -> R:
     if missing or unknown:
         raise ProtocolError(f"{where}: missing fields {missing}, unknown fields {sorted(map(str, unknown))}")
     hints = _hints(cls)
-    return cls(**{n: _value(hints[n], data[n], f"{where}.{n}") for n in names})
+    return cls(**{n: value_of(hints[n], data[n], f"{where}.{n}") for n in names})
 
 
-def _value(tp: Any, value: Any, where: str) -> Any:
+def value_of(tp: Any, value: Any, where: str) -> Any:
+    """`value` read as annotation `tp` requires (records inside as `from_plain` reads them); `where` names it in
+    the error."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if tp is Any:
         return value
@@ -63,23 +65,23 @@ def _value(tp: Any, value: Any, where: str) -> Any:
         if value is None and type(None) in args:
             return None
         (inner,) = [a for a in args if a is not type(None)]
-        return _value(inner, value, where)
+        return value_of(inner, value, where)
     if dataclasses.is_dataclass(tp):
         return from_plain(tp, value, where)
     if origin in (tuple, list):
         if not isinstance(value, list):
             raise ProtocolError(f"{where}: expected a list, got {type(value).__name__}")
         if origin is list:
-            return [_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
+            return [value_of(args[0], v, f"{where}[{i}]") for i, v in enumerate(value)]
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_value(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+            return tuple(value_of(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
         if len(value) != len(args):
             raise ProtocolError(f"{where}: expected {len(args)} items, got {len(value)}")
-        return tuple(_value(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+        return tuple(value_of(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
     if origin is dict:
         if not isinstance(value, dict):
             raise ProtocolError(f"{where}: expected an object, got {type(value).__name__}")
-        return {k: _value(args[1], v, f"{where}[{k!r}]") for k, v in value.items()}
+        return {k: value_of(args[1], v, f"{where}[{k!r}]") for k, v in value.items()}
     if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     if tp in (int, str, bool) and isinstance(value, tp) and (tp is bool or not isinstance(value, bool)):
