@@ -58,6 +58,15 @@ def test_home_is_hidden():
     assert "HIDDEN" in out.stdout_tail and "HOME /tmp" in out.stdout_tail, out
 
 
+@needs_bwrap
+def test_the_hosts_cgroups_are_hidden():
+    """Every child's cgroup (the paired reference's, other evaluations') lies under /sys/fs/cgroup: read-only, but
+    their live CPU and memory counters and process lists were readable from inside."""
+    assert os.listdir("/sys/fs/cgroup"), "this machine has no cgroup tree to hide: the test proves nothing"
+    out, _, _ = run_py("import os\nprint('CGROUPS', sorted(os.listdir('/sys/fs/cgroup')))\n")
+    assert "CGROUPS []" in out.stdout_tail, out
+
+
 def test_environment_is_stripped(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-key")
     monkeypatch.setenv("HF_TOKEN", "hf_secret")

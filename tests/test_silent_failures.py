@@ -188,6 +188,17 @@ def test_sandbox_rebinds_the_interpreter_but_never_the_temp_folder():
     assert all(p != r for p in paths for r in bwrap.hidden_roots())
 
 
+def test_the_running_scripts_folder_is_not_bound_into_the_sandbox(monkeypatch, tmp_path):
+    """A script run from a folder under /tmp (its build cache beside it) had that folder bound, read-only, into
+    every sandbox: sys.path's first entry is the script's or working folder, which no child imports from."""
+    script_dir = tmp_path / "my-experiment"
+    script_dir.mkdir()
+    monkeypatch.setattr(sys, "path", [str(script_dir)] + sys.path[1:])
+    assert str(script_dir) not in bwrap.child_readonly_paths()
+    monkeypatch.setattr(sys, "path", sys.path[:1] + [str(script_dir)] + sys.path[1:])
+    assert str(script_dir) in bwrap.child_readonly_paths()  # a later entry (an editable install's source) still is
+
+
 @pytest.mark.slow  # a clone, a venv and a whole evaluation in a fresh interpreter: minutes on a busy machine
 def test_a_clone_in_a_temporary_folder_with_its_own_venv_judges_correctly(build_cache_dir):
     """`git clone` of this tree under /tmp (hidden from the children by the sandbox's tmpfs), a virtual

@@ -3,10 +3,11 @@ isolation a fresh sandboxed child had.
 
 A planting candidate leaves something in every place a later job could look (files in each writable folder,
 the environment, patched modules and builtins, a global in torch, a thread, a process that tries to outlive its
-sandbox, an open descriptor, System V shared memory, an abstract socket) and tries to harm the zygote and the
-keeper above it; an honest candidate must then be `correct`, and a looking candidate, evaluated after both,
-fails loudly (`runtime_error` naming what it found) if anything of the plant reached it. Every job here must be
-served by a warm worker (counted), else the test would pass on the fresh-interpreter path and prove nothing.
+sandbox, an open descriptor, System V shared memory, an abstract socket, a key in its uid's kernel keyring) and
+tries to harm the zygote and the keeper above it; an honest candidate must then be `correct`, and a looking
+candidate, evaluated after both, fails loudly (`runtime_error` naming what it found) if anything of the plant
+reached it. Every job here must be served by a warm worker (counted), else the test would pass on the
+fresh-interpreter path and prove nothing.
 """
 
 from __future__ import annotations
@@ -92,6 +93,15 @@ def _sysv_shm():
         raise OSError(ctypes.get_errno(), "shmget")
 
 
+def _key():
+    # a user key in the slot uid's own keyring (@u, -4), readable by every uid: keyrings are the host kernel's
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = libc.syscall(248, b"user", MARK.encode(), MARK.encode(), len(MARK), -4)  # add_key
+    if key < 0:
+        raise OSError(ctypes.get_errno(), "add_key")
+    libc.syscall(250, 5, key, 0x3F3F3F3F)  # KEYCTL_SETPERM: all rights to possessor, user, group, other
+
+
 def plant():
     for folder in ("/tmp", "/dev/shm", os.path.expanduser("~"), os.getcwd(), os.path.dirname(os.getcwd()), "/var/tmp"):
         _try("file " + folder, lambda folder=folder: _write(os.path.join(folder, MARK)))
@@ -105,6 +115,7 @@ def plant():
     _try("daemon", _daemon)
     _try("abstract socket", _abstract_socket)
     _try("sysv shm", _sysv_shm)
+    _try("key", _key)
     # the parent (0 from inside the sandbox's pid namespace when it is the keeper, which is root) and the
     # sandbox's first process: never ours to signal (kill(0) would be the candidate's own group)
     for pid in {{os.getppid(), 1}} - {{0, os.getpid()}}:
@@ -171,6 +182,11 @@ def look():
         s.close()
     if ctypes.CDLL(None).shmget(0x4B41, 0, 0) >= 0:
         found.append("sysv shm")
+    try:
+        if MARK in open("/proc/keys").read():
+            found.append("kernel keyring")
+    except OSError:
+        pass
     if found:
         raise RuntimeError("PLANT FOUND: " + ", ".join(found))
 
@@ -205,7 +221,28 @@ def _host_processes_named(name: str) -> list[int]:
     return found
 
 
+def _invalidate_planted_keys() -> list[str]:
+    """Keys named MARK left in the host kernel (a failed run must not leave them for the next one)."""
+    import ctypes
+
+    libc, left = ctypes.CDLL(None, use_errno=True), []
+    with open("/proc/keys") as f:
+        for line in f:
+            if MARK in line:
+                left.append(line.strip())
+                libc.syscall(250, 21, int(line.split()[0], 16))  # KEYCTL_INVALIDATE
+    return left
+
+
 def test_nothing_a_job_plants_reaches_a_later_job_or_the_zygote(tmp_path, monkeypatch):
+    try:
+        _nothing_planted_reaches_a_later_job(tmp_path, monkeypatch)
+    finally:
+        left = _invalidate_planted_keys()
+    assert not left, f"a planted key outlived its sandbox: {left}"
+
+
+def _nothing_planted_reaches_a_later_job(tmp_path, monkeypatch) -> None:
     served = []
     start = warm_child.start
     monkeypatch.setattr(warm_child, "start", lambda *a, **k: served.append(1) or start(*a, **k))

@@ -57,13 +57,40 @@ _CAPTURED = {"setrlimit": resource.setrlimit, "start_thread": _thread.start_new_
 so a candidate that rebinds `resource.setrlimit` or `ctypes.CDLL` does not disarm it."""
 
 
+KEYRING_SYSCALLS_X86_64 = {248: "add_key", 249: "request_key", 250: "keyctl"}
+"""The kernel's key management. Why refused: keyrings are not in any namespace the sandbox makes; a slot uid's user
+keyring (`@u`) is the host kernel's, outlives the sandbox, its cgroup and the harness process, and a key can be
+made readable by every uid, so one job could leave a key that a later job, another slot's child or another
+evaluation reads (measured: a run child read the key its own compile child planted, and a later evaluation in a
+new process read both). No candidate needs them."""
+
+
+KEYRING_FILTER_EXPECTED = platform.machine() == "x86_64"
+"""Where the filter must hold: a child that cannot install it there is a harness fault, not a sandbox without it."""
+
+
+def refuse_keyrings() -> bool:
+    """From the start of every sandboxed child, before any candidate code: the kernel's key management syscalls
+    fail with EPERM in this process, its threads and everything it starts (`KEYRING_SYSCALLS_X86_64`). True
+    when the filter holds; False where it cannot be installed (not x86-64)."""
+    if _CAPTURED["machine"] != "x86_64":
+        return False
+    return _install(_program(False, deny=tuple(KEYRING_SYSCALLS_X86_64), tasks=False))
+
+
 def _seccomp_refuse_clone(exec_memory: bool = False) -> bool:
     """Install a classic-BPF seccomp filter on every thread of this process (x86-64 only) that fails the
     task-creating syscalls with EAGAIN and, with `exec_memory`, new executable memory with EPERM
     (`EXEC_MEMORY_RULES`); False where it cannot (another architecture, no seccomp)."""
     if _CAPTURED["machine"] != "x86_64":
         return False
-    code = _assemble(_program(exec_memory))
+    return _install(_program(exec_memory))
+
+
+def _install(prog: list[tuple]) -> bool:
+    """Install `prog` as a seccomp filter on every thread of this process (filters stack: each one installed
+    later narrows what the earlier ones allow)."""
+    code = _assemble(prog)
     buf = ctypes.create_string_buffer(code, len(code))
     count = len(code) // 8
 
@@ -92,15 +119,17 @@ created after the guard, any snapshot taken after it shows what was mapped at ev
 PROT_EXEC, SHM_EXEC = 0x4, 0o100000
 
 
-def _program(exec_memory: bool) -> list[tuple]:
-    """The filter as (opcode, k, true label, false label) rows and ("label", name) marks."""
+def _program(exec_memory: bool, deny: tuple[int, ...] = (), tasks: bool = True) -> list[tuple]:
+    """The filter as (opcode, k, true label, false label) rows and ("label", name) marks: new tasks refused
+    (`tasks`), the syscalls in `deny` refused (EPERM), new executable memory refused (`exec_memory`)."""
     ld_w_abs, jeq_k, jset_k, ret_k = 0x20, 0x15, 0x45, 0x06
     allow, eagain, eperm = 0x7FFF0000, 0x00050000 | 11, 0x00050000 | 1  # RET_ALLOW, RET_ERRNO|EAGAIN/EPERM
     arch_x86_64, x32_bit, prot_arg_low = 0xC000003E, 0x40000000, 32  # seccomp_data.args[2], low word
     prog: list[tuple] = [(ld_w_abs, 4, None, None), (jeq_k, arch_x86_64, "native", "eperm"), ("label", "native"),
                          (ld_w_abs, 0, None, None), (0x35, x32_bit, "eperm", "x64")]  # jge: x32 numbers
     prog.append(("label", "x64"))
-    prog += [(jeq_k, nr, "eagain", None) for nr in NEW_TASK_SYSCALLS_X86_64]
+    prog += [(jeq_k, nr, "eagain", None) for nr in (NEW_TASK_SYSCALLS_X86_64 if tasks else ())]
+    prog += [(jeq_k, nr, "eperm", None) for nr in deny]
     if exec_memory:
         prog += [(jeq_k, nr, "eperm", None) for nr in EXEC_MEMORY_RULES["deny"]]
         prog += [(jeq_k, nr, "prot", None) for nr in EXEC_MEMORY_RULES["prot_exec"]]

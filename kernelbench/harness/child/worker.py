@@ -143,6 +143,9 @@ def main(argv: list[str]) -> int:
 def _main(argv: list[str]) -> int:
     from kernelbench.harness.child import report
 
+    # before anything of the job: keyrings are the host kernel's, shared by every sandbox (`spawn_guard`)
+    if not spawn_guard.refuse_keyrings() and spawn_guard.KEYRING_FILTER_EXPECTED:
+        raise RuntimeError("the sandbox's seccomp filter (no kernel keyrings) could not be installed")
     scratch = argv[1]
     job_path = os.path.join(scratch, "job.json")
     with open(job_path) as f:

@@ -43,6 +43,12 @@ def _probe_bwrap() -> str:
     return _BWRAP_PROBE["path"]
 
 
+CGROUP_ROOT = "/sys/fs/cgroup"
+"""Covered by an empty tmpfs in every sandbox: the child needs nothing there (the parent moves it into its cgroup
+before it starts and does the freezing), and the root's read-only view of it let a candidate read every cgroup's
+live CPU and memory counters and process list: the paired reference's, other evaluations'."""
+
+
 def hidden_roots() -> tuple[str, ...]:
     """Host folders the sandbox covers with a private tmpfs: $HOME (when it is not / or /tmp) and /tmp."""
     home = os.path.realpath(os.path.expanduser("~"))
@@ -53,15 +59,18 @@ def child_readonly_paths() -> list[str]:
     """Paths the child needs that lie under a hidden root ($HOME, /tmp), to re-bind read-only after the tmpfs.
 
     The interpreter (its prefix, its base prefix, the real path of the executable), its site-packages (the
-    user site too), the project, and every sys.path entry (an editable install's finder names its source
-    folder there), wherever they live: a clone or a virtual environment under /tmp judges like any other.
+    user site too), the project, and every sys.path entry but the first (an editable install's finder names its
+    source folder there), wherever they live: a clone or a virtual environment under /tmp judges like any other.
+    Not the first entry: it is the running script's folder or the working folder, which the children import
+    nothing from (they start isolated, `-I`), and a script under /tmp bound its folder, with the build cache the
+    user kept beside it, into every sandbox.
     Never a hidden root itself nor a folder above the temporary folder: the scratch folders, slot locks and
     other evaluations' files live there and must stay hidden.
     """
 
     project = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     wanted = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable)), project,
-              *site.getsitepackages(), *(p for p in sys.path if p and os.path.isabs(p))}
+              *site.getsitepackages(), *(p for p in sys.path[1:] if p and os.path.isabs(p))}
     if site.ENABLE_USER_SITE:
         wanted.add(site.getusersitepackages())
     roots = hidden_roots()
@@ -109,6 +118,8 @@ def bwrap_argv(spec: Any, uid: int, env: dict[str, str]) -> list[str]:
     # aborts without it ("OMP: Error #179 ... SHM2"); bubblewrap's own /dev is root's
     argv += ["--perms", "1777", *size, "--tmpfs", "/tmp", "--dev", "/dev", "--perms", "1777", *size, "--tmpfs",
              "/dev/shm", "--proc", "/proc"]
+    if os.path.isdir(CGROUP_ROOT):  # other children's cgroups: hidden (`CGROUP_ROOT`)
+        argv += ["--perms", "0555", "--size", "4096", "--tmpfs", CGROUP_ROOT]
     roots = hidden_roots()
     for p in child_readonly_paths():  # the interpreter and the project, wherever they live (after both tmpfs)
         root = next(r for r in roots if p.startswith(r + os.sep))
