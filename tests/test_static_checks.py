@@ -349,6 +349,9 @@ def test_openmp_and_parallel_for_allowed():
                                  "#include <unistd.h>", "#include <fstream>", "std::ofstream out;",
                                  # the large-file and creation siblings of open/fopen
                                  "void f() { fopen64(\"/tmp/x\", \"w\"); }", "int f() { return creat(\"/x\", 420); }",
+                                 # glibc's stdio internals and file-tree walks open files too
+                                 "auto f(const char* p) { return _IO_fopen(p, \"r\"); }",
+                                 "auto f(char* const* p) { return fts_open(p, 0, nullptr); }",
                                  "int f() { return creat64(\"/x\", 420); }", "int f() { return open64(\"/x\", 0); }",
                                  "int f() { return openat(-100, \"/x\", 0); }", "int f() { return ::openat64(3, \"x\", 0); }",
                                  "void f() { freopen(\"/x\", \"w\", stdout); }", "void f() { fdopen(3, \"w\"); }",

@@ -44,6 +44,13 @@ def flags_of(names: list[str]) -> set[str]:
     ("openat@GLIBC_2.4", "build:cpp_io_or_syscalls"), ("syscall@GLIBC_2.2.5", "build:cpp_io_or_syscalls"),
     ("mmap64@GLIBC_2.2.5", "build:cpp_io_or_syscalls"), ("dlsym@GLIBC_2.34", "build:cpp_io_or_syscalls"),
     ("getenv@GLIBC_2.2.5", "build:cpp_io_or_syscalls"),
+    # glibc's other exported openers: `_IO_fopen` read /proc/self/status with every name above refused
+    ("_IO_fopen@GLIBC_2.2.5", "build:cpp_io_or_syscalls"), ("_IO_file_fopen@GLIBC_2.2.5", "build:cpp_io_or_syscalls"),
+    ("_IO_file_open@GLIBC_2.2.5", "build:cpp_io_or_syscalls"), ("fts_open@GLIBC_2.2.5", "build:cpp_io_or_syscalls"),
+    ("fts64_open@GLIBC_2.23", "build:cpp_io_or_syscalls"), ("nftw64@GLIBC_2.3.3", "build:cpp_io_or_syscalls"),
+    ("__open_nocancel@GLIBC_PRIVATE", "build:cpp_io_or_syscalls"),
+    ("__nss_files_fopen@GLIBC_PRIVATE", "build:cpp_io_or_syscalls"),
+    ("__libc_alloca_cutoff@GLIBC_PRIVATE", "build:cpp_io_or_syscalls"),
     ("std::basic_ofstream<char, std::char_traits<char> >::basic_ofstream(char const*, std::_Ios_Openmode)",
      "build:cpp_io_or_syscalls"),
 ])

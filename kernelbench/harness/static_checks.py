@@ -87,6 +87,7 @@ _CPP_RULES = [
     ("cpp_io_or_syscalls", r"\b_*(f|fd|fre|tmp)?open(at2?|64|at64|_2|cookie|_memstream|dir)?\s*\(|\bcreat(64)?\s*\("
      r"|(?<![\w.>])(mkstemps?|mkostemps?|mkdtemp|tmpfile(64)?|truncate(64)?|rename(at2?)?|(sym)?link(at)?|mkfifo"
      r"|mknod)\s*\(|\bname_to_handle_at\b|\bopen_by_handle_at\b|\bsendfile(64)?\b|\bsocket\s*\(|\b(secure_)?getenv\b|\b(set|put)env\b"
+     r"|\b_*IO_\w*(open|file)\w*\s*\(|\b_*fts(64)?_\w+\s*\(|\b__nss_\w+|\b__\w+_nocancel\b"
      r"|\bdl(open|sym)\b|\bsyscall\b|\bsysenter\b|\bint\s+\$?0x80\b|\bmmap\b|\bmprotect\b|\bptrace\b|/proc/"
      r"|/dev/|/sys/|\b[io]?fstream\b|\bFILE\s*\*|\bstd::filesystem\b|\b(unlink|rmdir|chmod|kill)\s*\("
      r"|\b(set|long)jmp\b|#\s*include\s*<(unistd\.h|dlfcn\.h|fcntl\.h|fstream|sys/\w+\.h|sched\.h|signal\.h"

@@ -106,7 +106,10 @@ RULES = (
           r"|rmdir|chmod|fchmod(at)?|chown|mkfifo|mknod|sendfile(64)?|name_to_handle_at|open_by_handle_at)$",
           r"^(syscall|socket|socketpair|connect|bind|listen|accept4?|ptrace|kill|tgkill|prctl|mprotect|mmap(64)?"
           r"|dlopen|dlmopen|dlsym|dlvsym|getenv|secure_getenv|setenv|putenv|unsetenv|clearenv)$",
-          r"^std::basic_[io]?fstream<", r"^std::basic_filebuf<[^>]*>::open\b", r"^std::(__\w+::)?filesystem::")),
+          r"^std::basic_[io]?fstream<", r"^std::basic_filebuf<[^>]*>::open\b", r"^std::(__\w+::)?filesystem::",
+          # glibc's other exported ways to open a file: the stdio internals, file-tree walks, the name-service
+          # file readers, the no-cancel wrappers (`_IO_fopen` read /proc/self/status past every name above)
+          r"^_*IO_\w*(open|file)\w*$", r"^_*fts(64)?_\w+$", r"^_*n?ftw(64)?$", r"^__nss_\w+$", r"^__\w+_nocancel$")),
 )
 
 
@@ -131,6 +134,8 @@ def judge_symbols(names: list[str]) -> list[Violation]:
         if name.startswith("<"):  # undefined_symbols could not read the library: never a clean build
             found.setdefault("build:unreadable_library", f"the built library could not be read: {name[:200]}")
             continue
+        if raw.strip().endswith("@GLIBC_PRIVATE"):  # glibc's internals, for its own libraries only
+            found.setdefault("build:cpp_io_or_syscalls", f"a glibc-internal function: {name[:200]}")
         for rule in RULES:
             if rule.flag not in found and any(re.search(p, name) for p in rule.patterns):
                 found[rule.flag] = f"{rule.what}: the built library imports {name[:160]!r}"
