@@ -43,13 +43,16 @@ def timing_checks(config: EvalConfig, seeds: Seeds) -> tuple[tuple[int, int], ..
     every one; unpaired, those left over run in the verification round and the parent compares every one;
     paired, the parent asks for those that ran among the trials (`verdict.checks_asked`). Derived from this evaluation's secret seeds, so the reference and run jobs agree and
     nothing the candidate sees before the run predicts them; the seeds give element-wise factors in the timing
-    range (`timing.check_inputs`), so a check looks like a trial."""
+    range (`timing.check_inputs`), so a check looks like a trial; each check's base set is drawn uniformly, as each
+    timed call's is (`Measurement._load_next`)."""
     if config.timing_checks <= 0:
         return ()
     count = protocol.CHECK_POOL_FACTOR * max(config.timing_checks, config.timing_rounds if paired(config) else 0)
     sets = max(1, len(seeds.timing_seeds))
     rng = random.Random(f"timing checks {seeds.init_seed} {list(seeds.timing_seeds)}")  # str seeds: SHA-512
-    return tuple((j % sets, rng.getrandbits(62)) for j in range(count))
+    # each check's set drawn, not rotated: with checks on sets 0, 1, 2, 3... in order and timed calls rotating too,
+    # a call's set (which signs and magnitudes show) named its kind (tests/adversarial/set_schedule_skip.py)
+    return tuple((rng.randrange(sets), rng.getrandbits(62)) for _ in range(count))
 
 
 def child_spec(config: EvalConfig, scratch: str, job: protocol.ReferenceJob | protocol.RunJob, binds=(),

@@ -75,8 +75,9 @@ class EvalConfig:
     """Floor of timed trials per side whatever the warm-up said (the candidate's warm-up sets its per-call
     estimate, so it must not be able to shrink its own timing below this)."""
     timing_input_sets: int = 4
-    """Distinct timing base sets, drawn from their own secret seeds (never a correctness set) and rotated
-    through timing, each call perturbed element by element, so a cache of results keyed by input cannot win."""
+    """Distinct timing base sets, drawn from their own secret seeds (never a correctness set), one drawn
+    uniformly for each timed or check call (a rotation named a call's kind), each call perturbed element by
+    element, so a cache of results keyed by input cannot win."""
     max_input_set_mb: int = 1024
     """Largest input set (the tensors of one `get_inputs()` call) a task may have, in MiB: an evaluation draws
     about a dozen sets on one CPU thread, keeps them in two children and passes them through a file, so a task

@@ -11,7 +11,8 @@ before each trial (KernelBench's size; an H200's L2 is 50 MB).
 
 Inputs: every call `measure` makes (warm-up and timed trials) sees input contents never seen before. The
 timing base sets are their own draws of `get_inputs()` from secret seeds (`inputs.make_timing_sets`), never a
-correctness set; they rotate through one set of argument buffers (allocated afresh for every block), and
+correctness set; each call takes one drawn uniformly (`_load_next`), in one set of argument buffers (allocated
+afresh for every block), and
 before each call, outside the timed window, the base set with every floating ELEMENT multiplied by its own
 factor drawn uniformly from 256 levels in [0.5, 2] (integer tensors are indices and stay as they are),
 is written in by the one op that computes it (`call_inputs.Perturbation.write`; every other call's values by one
@@ -160,9 +161,16 @@ class Measurement:
         return self.perturbations[k].write(self.buffers, seed)
 
     def _load_next(self) -> list[Any]:
-        """The next timed call's arguments: freshly perturbed values of the next base set from a seed drawn
-        from the OS's entropy (`_inputs`)."""
-        args = self._inputs(self.calls % len(self.arg_sets), self.t.entropy(62))
+        """The next timed call's arguments: freshly perturbed values of a base set drawn uniformly, from a seed
+        drawn, both from the OS's entropy (`_inputs`).
+
+        Why the set is drawn: the perturbation keeps each element's sign and its size within a factor of 4, so a
+        few elements name a call's base set. Timed calls used to rotate through the sets (`calls % 4`) and checks
+        through theirs in order; a candidate that counted both (a held check's copies show in the allocator at
+        the next call) knew which calls only the timed rotation could be and skipped 3 in 4 of them:
+        `tests/adversarial/set_schedule_skip.py`, `correct` at 5.5x. Drawn, as each check's is
+        (`children.timing_checks`), a set says nothing about a call's kind."""
+        args = self._inputs(self.t.entropy(62) % len(self.arg_sets), self.t.entropy(62))
         self.calls += 1
         return args
 
