@@ -113,6 +113,7 @@ TASKS = {
     "relu_rand": Task(id="adv/relu_rand", level=1, name="relu_rand", origin="test", source=RELU_NONNEGATIVE),
     "linear": Task(id="adv/linear", level=1, name="linear", origin="test", source=LINEAR),
     "column_mean": Task(id="adv/column_mean", level=1, name="column_mean", origin="test", source=COLUMN_MEAN),
+    "builtin_relu": find_task("L1/01_relu"),  # the CPU size: 8 MB, where skipping pays
     "builtin_max": find_task("L1/12_max_dim"),  # two input configurations (INPUT_CONFIGS), timed at the first
 }
 
@@ -210,8 +211,18 @@ ATTACKS = [
     # too (seen once in a fresh clone's suite).
     Attack("skip_after_check.py", static_flags=("static:forbidden_import",), statuses=(INCORRECT, CORRECT, REJECTED),
            overrides=dict(timing_trials=100, timing_checks=30), max_speedup=0.5),
+    # Timed calls and checks once took their input sets in fixed rotations: a call's set named its kind.
+    Attack("set_schedule_skip.py", task="builtin_relu", statuses=(INCORRECT, CORRECT, REJECTED),
+           overrides=dict(timing_trials=100), max_speedup=1.5),
     # MKL's sgemm_ found through dl_iterate_phdr and libtorch_cpu's symbol table: judged by which code ran.
     Attack("cpp_found_blas.py", task="linear", flags=("dynamic:library_compute",)),
+    # The mappings the parent parses to attribute samples are the candidate's making: bounded reads.
+    Attack("mapping_flood.py", task="linear", static_flags=("static:forbidden_import",),
+           flags=("dynamic:mapping_flood",)),
+    # Untimed calls padded with the candidate's own work diluted the pooled rule: the timed calls judged alone too.
+    Attack("found_blas_padded.py", task="linear", flags=("dynamic:library_compute",)),
+    # ATen run from a storage deleter inside an allowed op (`set_`): an op's window holds its data's time at most.
+    Attack("deleter_in_allowed_op.py", task="linear", flags=("dynamic:library_compute",)),
     Attack("python_ctypes_blas.py", task="linear", static_flags=("static:forbidden_import",),
            flags=("dynamic:library_compute",)),
     # The time inside allowed ops is charged to PyTorch: a kernel registered over aten::fill_ would run MKL there.
@@ -660,6 +671,27 @@ def test_snapshot_sees_rebinding_new_names_and_code_swaps_and_restores():
     snap.restore()
     assert snap.changed() == [] and module.Tracer.hook is hook and module.clock() == 1.0
     assert not hasattr(module, "_perf_counter")
+
+
+def test_a_warning_the_harness_gives_is_not_tampering():
+    """Python records a warning in the giving module's `__warningregistry__`: a new name in a harness module, but
+    the interpreter's, not the candidate's (a candidate that used up `vm.max_map_count` made `call_inputs` warn and
+    was judged `harness_tampered`)."""
+    import types
+    import warnings
+
+    from kernelbench.harness.child.snapshot import Snapshot
+
+    module = types.ModuleType("kernelbench.fake_harness")
+    exec("import warnings\ndef work():\n    warnings.warn('low on memory maps', stacklevel=1)\n", module.__dict__)
+    snap = Snapshot([("kernelbench.fake_harness", module)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        module.work()
+    assert "__warningregistry__" in vars(module)
+    assert snap.changed() == []
+    module._planted = 1
+    assert snap.changed() == [("kernelbench.fake_harness", "_planted")]
 
 
 def test_interpreted_triton_scores_its_correctness_only(build_cache_dir):

@@ -121,8 +121,9 @@ def test_tracing_a_strict_call_costs_microseconds():
 
 
 def test_op_windows_are_per_thread_bounded_and_skip_subclasses():
-    """`CallTracer.windows`: one (thread id, start, end) per op dispatched on the calling thread, none for an op on
-    a tensor subclass (its `__torch_dispatch__` is candidate code), none past `MAX_OP_WINDOWS`."""
+    """`CallTracer.windows`: one (thread id, start, end, bytes written) per op dispatched on the calling thread,
+    none for an op on a tensor subclass (its `__torch_dispatch__` is candidate code), none past
+    `MAX_OP_WINDOWS`."""
     import threading
 
     from torch.testing._internal.two_tensor import TwoTensor
@@ -138,7 +139,9 @@ def test_op_windows_are_per_thread_bounded_and_skip_subclasses():
         before = len(tracer.windows)
         pair.fill_(0.0)
         assert len(tracer.windows) == before  # the subclass's op: no window
-    assert before == 4 and all(t == threading.get_native_id() and a <= b for t, a, b in tracer.windows)
+    assert before == 4 and all(t == threading.get_native_id() and a <= b for t, a, b, _ in tracer.windows)
+    # the bytes each op wrote: none for the allocation, the fill's 64 floats, the two `ones` (a fill each)
+    assert [w[3] for w in tracer.windows] == [0, 256, 8, 8], tracer.windows
     assert "aten.fill_.Scalar" in {str(f) for f in tracer.seen}
     with tracer:
         for _ in range(10):

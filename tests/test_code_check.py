@@ -261,3 +261,47 @@ def test_no_new_executable_memory_after_the_guard():
 def test_sampler_fails_closed_without_a_cgroup(tmp_path):
     with pytest.raises(code_sampler.SamplerUnavailable):
         code_sampler.CodeSampler(str(tmp_path / "missing"))
+
+
+def test_an_allowed_op_holds_no_more_than_its_datas_time(tmp_path):
+    """Samples in libtorch_cpu inside an allowed op's window are PyTorch's only up to what the bytes the op wrote
+    take at a floor bandwidth: `set_` writes none, so a matmul run from a storage deleter freed inside it
+    (`tests/adversarial/deleter_in_allowed_op.py`) is foreign past 20 us an op, pooled (split over many `set_`
+    calls it earns no more); a fill of 8 MB may take tens of milliseconds."""
+    period = code_sampler.DEFAULT_PERIOD_NS
+    snap = code_sampler.MapsSnapshot(7, 10, 5_000_000_000, ((0x1000, 0x9000, "/opt/torch/lib/libtorch_cpu.so"),))
+    samples = tuple((7, 7, 1_000_000 + i * period, 0x1000 + i) for i in range(40))  # 20 ms of the main thread
+    sampled = code_sampler.Sampled(samples, 0, (snap,), period, {}, {7: 1})
+    window = [(0, 100_000_000)]
+    span = (1_000_000 - 1, 1_000_000 + 40 * period)
+    set_ = code_attribution.attribute(sampled, window, str(tmp_path), {}, [(1, *span, 0)])
+    fill = code_attribution.attribute(sampled, window, str(tmp_path), {}, [(1, *span, 8 << 20)])
+    assert code_attribution.no_data_budget_samples(1, period) == 1
+    assert (set_.torch_op, set_.foreign) == (1, 39), set_.summary()
+    many = [(1, 1_000_000 - 1 + i * period, 1_000_000 + (i + 1) * period - 2, 0) for i in range(40)]
+    split = code_attribution.attribute(sampled, window, str(tmp_path), {}, many)  # one sample in each of 40 `set_`
+    assert (split.torch_op, split.foreign) == (2, 38), split.summary()  # 40 x 20 us: two periods, pooled
+    assert "past its data's time" in set_.foreign_objects[0][0]
+    assert (fill.torch_op, fill.foreign) == (40, 0), fill.summary()
+    assert set_.foreign_share > code_attribution.FOREIGN_SHARE_MAX and fill.foreign == 0
+
+
+def test_the_timed_calls_are_judged_by_themselves(tmp_path):
+    """Foreign code in the timed calls alone, diluted under the limit by the candidate's own work in untimed
+    calls (`tests/adversarial/found_blas_padded.py`): pooled it passes, the calls inside the paired blocks fail."""
+    snap = code_sampler.MapsSnapshot(7, 10, 10_000, ((0x1000, 0x2000, "/opt/torch/lib/libtorch_cpu.so"),
+                                                     (0x5000, 0x6000, str(tmp_path / "kern" / "kern.so"))))
+    own = [(7, 7, 100 + i, 0x5000) for i in range(400)]      # correctness calls: the candidate's spin
+    blas = [(7, 7, 2_000 + i, 0x1000) for i in range(30)]    # timed calls: MKL
+    sampled = code_sampler.Sampled(tuple(own + blas), 0, (snap,), code_sampler.DEFAULT_PERIOD_NS,
+                                   {(7, 0x5000, 0x6000): "a" * 64})
+    manifest = {"kern": {"kern.so": "a" * 64}}
+    windows = ((50, 600), (1_990, 2_100))
+    check = code_check.CodeCheck(EvalConfig(), str(tmp_path), manifest)
+    check.sampled = sampled
+    refusal = protocol.TaskRefusal(rlimit=True, seccomp=True, refused=True, exec_memory=True)
+    result = replace(_result(refusal), call_windows_ns=windows)
+    assert check.judge(result, "strict", True) == {}
+    found = check.judge(result, "strict", True, ((1_900, 2_200),))
+    assert set(found) == {code_attribution.FLAG} and found[code_attribution.FLAG].startswith("the timed calls"), found
+    assert code_attribution.within(list(windows), ((1_900, 2_200),)) == [(1_990, 2_100)]

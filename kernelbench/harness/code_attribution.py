@@ -14,9 +14,13 @@ Classes (why each is where it is):
   main thread, matched through its pid inside the sandbox, `Sampled.inner_pids`), while that thread
   was inside an ATen op the candidate dispatched (`RunResult.op_windows_ns`, from the op tracer): under
   `strict` those are the ops the policy allows (a fill, a layout copy; any other op rejects), and their time
-  is PyTorch's own at the candidate's request. The dispatcher's tables of the allowed ops are checked against
-  their state before the candidate was imported (`call_checks.DispatchTables`), so no registered kernel runs
-  inside that time.
+  is PyTorch's own at the candidate's request, up to what the bytes the op wrote take at a floor bandwidth
+  (`op_budget_samples`, per window), and for the ops that write nothing (views, `set_`, allocation) a few
+  microseconds each, pooled (`NO_DATA_OP_S`): past that, foreign. The dispatcher's tables of
+  the allowed ops are checked against their state before the candidate was imported
+  (`call_checks.DispatchTables`), so no registered kernel runs inside that time; and code that runs inside an
+  op by other routes (a storage's deleter, freed inside `set_`, ran MKL's matmul there:
+  `tests/adversarial/deleter_in_allowed_op.py`) gets no more than the op's data's time.
 - foreign: everything else: libtorch_cpu (ATen's kernels, MKL and oneDNN are linked into it), numpy's OpenBLAS,
   any other library, anonymous or unknown executable memory, and an address two snapshots disagree on.
 Covers: any route to a compute routine the candidate did not compile (import, dlsym, walking symbol tables,
@@ -56,6 +60,20 @@ MARGIN_SIGMAS = 3.0
 """The foreign count must exceed `FOREIGN_SHARE_MAX` of the samples by this many standard deviations of a
 binomial count at that share: with 50 samples an honest 4% share would cross a bare 10% about once in 60
 evaluations; with the margin, less than once in 10^4 (and 20 samples need 30%)."""
+OP_FLOOR_BYTES_PER_S = 0.25e9
+"""The slowest an allowed fill or copy is taken to write (a quarter of a GB/s: 10-40 times slower than a fill or
+copy runs on this project's 2-core VM, under load included): an op's window holds at most its bytes' time at
+this rate, plus `OP_BASE_S`, in samples charged to PyTorch."""
+OP_BASE_S = 0.0005
+"""Time an allowed fill or copy may take whatever its data (dispatch, allocation, argument checks), in its own
+window: code can run inside a fill or copy only through a registered kernel, which the dispatcher's tables rule
+out."""
+NO_DATA_OP_S = 20e-6
+"""Time each allowed op that writes no data (a view, metadata, `set_`, `resize_`, an allocation) may take in
+libtorch_cpu, pooled over the calls judged: several times what such an op takes there, and no more than the op
+tracer's own Python costs per op (about 20 us), so ops issued to earn time earn none. Pooled, not per window:
+a storage's deleter freed inside `set_` ran a 0.7 ms matmul, one or two samples a call, which a budget of one
+sample a window would have let through."""
 MIN_SAMPLES = 20
 """Fewer samples inside the calls than this judge nothing (2 ms of CPU at 10 kHz): too little to tell."""
 RUNTIME = re.compile(r"^(libc|libm|libmvec|libpthread|libdl|librt|ld-linux[-\w.]*|libstdc\+\+|libgcc_s|libgomp|"
@@ -137,17 +155,43 @@ def _inside(starts: list[int], wins: list[tuple[int, int]], t: int) -> bool:
     return i >= 0 and t <= wins[i][1]
 
 
+def _op_at(op_wins: tuple[list[int], list[tuple[int, int, int]]], t: int) -> int:
+    """Index of the op window holding time `t` (-1: none)."""
+    starts, rows = op_wins
+    i = bisect.bisect_right(starts, t) - 1
+    return i if i >= 0 and t <= rows[i][1] else -1
+
+
+def op_budget_samples(written_bytes: int, period_ns: int) -> int:
+    """Samples the window of an allowed op that wrote `written_bytes` (> 0) may hold as PyTorch's time: its bytes
+    at `OP_FLOOR_BYTES_PER_S` plus `OP_BASE_S`, in sample periods, rounded up."""
+    budget_s = OP_BASE_S + max(0, written_bytes) / OP_FLOOR_BYTES_PER_S
+    return math.ceil(budget_s * 1e9 / max(1, period_ns))
+
+
+def no_data_budget_samples(ops: int, period_ns: int) -> int:
+    """Samples the windows of `ops` allowed ops that wrote nothing may hold together (`NO_DATA_OP_S` each)."""
+    return math.ceil(ops * NO_DATA_OP_S * 1e9 / max(1, period_ns))
+
+
 def attribute(sampled: Sampled, windows_ns: list[tuple[int, int]], ext_dir: str,
               manifest: dict[str, dict[str, str]],
-              op_windows_ns: list[tuple[int, int, int]] = ()) -> CodeShares:
+              op_windows_ns: list[tuple[int, int, int, int]] = ()) -> CodeShares:
     """Count the samples that fall inside any call window, by the class of the object mapped at their address;
-    one outside the candidate's code, on a thread inside one of `op_windows_ns` (tid, start, end), is the op's."""
+    one outside the candidate's code, on a thread inside one of `op_windows_ns` (tid, start, end, bytes
+    written), is the op's while the budget lasts (the window's own for a fill or copy, `op_budget_samples`;
+    a pool for the ops that write nothing, `no_data_budget_samples`), foreign past it."""
     wins = sorted((int(a), int(b)) for a, b in windows_ns if b >= a)
     starts = [w[0] for w in wins]
-    op_wins: dict[int, tuple[list[int], list[tuple[int, int]]]] = {}
+    op_wins: dict[int, tuple[list[int], list[tuple[int, int, int]]]] = {}
+    no_data_ops = 0
     for tid in {int(w[0]) for w in op_windows_ns}:
-        rows = sorted((int(a), int(b)) for t, a, b in op_windows_ns if int(t) == tid and b >= a)
+        rows = sorted((int(a), int(b), op_budget_samples(int(n), sampled.period_ns) if int(n) > 0 else 0)
+                      for t, a, b, n in op_windows_ns if int(t) == tid and b >= a)
         op_wins[tid] = ([r[0] for r in rows], rows)
+        no_data_ops += sum(1 for a, _, budget in rows if budget == 0 and _inside(starts, wins, a))
+    pool = no_data_budget_samples(no_data_ops, sampled.period_ns)
+    used: collections.Counter = collections.Counter()
     regions = _regions(sampled, starts[0] if starts else 0)
     counts = collections.Counter()
     unattributed = 0
@@ -163,8 +207,15 @@ def attribute(sampled: Sampled, windows_ns: list[tuple[int, int]], ext_dir: str,
         # the op windows carry the calling thread's id as the child sees it; a sample's is known for a main
         # thread (host tid == pid), the only thread that calls the candidate
         inner = sampled.inner_pids.get(pid, -1) if tid == pid else -1
-        if kind == "foreign" and inner in op_wins and _inside(*op_wins[inner], t):
-            kind = "torch_op"
+        op = _op_at(op_wins[inner], t) if kind == "foreign" and inner in op_wins else -1
+        if op >= 0:
+            budget = op_wins[inner][1][op][2]
+            key = (inner, op) if budget else "no data"
+            used[key] += 1
+            if used[key] <= (budget or pool):
+                kind = "torch_op"
+            else:
+                name = f"{name} (inside an allowed op, past its data's time)"
         counts[kind] += 1
         by_object[kind][name] += 1
     return CodeShares(sum(counts.values()), counts["candidate"], counts["runtime"], counts["foreign"],
@@ -187,19 +238,34 @@ def _classify(row: tuple[int, int, str] | None, pid: int, sampled: Sampled, ext_
     return ("runtime", name) if RUNTIME.match(name) else ("foreign", name)
 
 
-def judge(shares: CodeShares, policy: str) -> dict[str, str]:
+def judge(shares: CodeShares, policy: str, which: str = "") -> dict[str, str]:
     """`strict`: more than `FOREIGN_SHARE_MAX` of the samples inside the calls in foreign code, or more than
     `OUTSIDE_SHARE_MAX` in foreign code and allowed ATen ops together (each by `MARGIN_SIGMAS`), is
-    `dynamic:library_compute`. `partial` allows PyTorch compute beside the kernel: nothing to judge."""
+    `dynamic:library_compute`. `partial` allows PyTorch compute beside the kernel: nothing to judge. `which`
+    names the calls judged (every call when empty) in the reason."""
     n = shares.in_calls
     if policy != "strict" or n < MIN_SAMPLES:
         return {}
+    head = f"{which}: " if which else ""
     if _over(shares.foreign, n, FOREIGN_SHARE_MAX):
-        return {FLAG: shares.summary()}
+        return {FLAG: head + shares.summary()}
     if _over(shares.foreign + shares.torch_op, n, OUTSIDE_SHARE_MAX):
-        return {FLAG: f"{shares.summary()}; with the allowed PyTorch ops, over {OUTSIDE_SHARE_MAX:.0%} of the "
+        return {FLAG: f"{head}{shares.summary()}; with the allowed PyTorch ops, over {OUTSIDE_SHARE_MAX:.0%} of the "
                       "calls' time ran outside the candidate's code"}
     return {}
+
+
+def within(windows_ns: list[tuple[int, int]], spans_ns: tuple[tuple[int, int], ...]) -> list[tuple[int, int]]:
+    """The call windows that lie wholly inside one of `spans_ns` (the candidate's timed blocks, by the parent's
+    clock): its timed calls and the checks among them, which nothing tells apart."""
+    spans = sorted(spans_ns)
+    starts = [a for a, _ in spans]
+    out = []
+    for a, b in windows_ns:
+        i = bisect.bisect_right(starts, a) - 1
+        if i >= 0 and b <= spans[i][1]:
+            out.append((a, b))
+    return out
 
 
 def _over(count: int, n: int, share: float) -> bool:

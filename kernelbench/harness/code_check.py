@@ -23,6 +23,10 @@ from kernelbench.harness.config import EvalConfig
 
 UNSAMPLED = "unsampled"
 """Informational flag: the check of which code ran did not hold for this result (`allow_unsampled`)."""
+MAPS_FLOOD = "dynamic:mapping_flood"
+"""`strict`, CPU: a process of the run child made more memory mappings than the parent reads
+(`code_sampler.MAPS_MAX_BYTES` of `/proc/<pid>/maps`, about 20 times a torch process's): what ran at its samples
+cannot be attributed, and the candidate made it so."""
 LOST_SHARE_MAX = 0.01
 """More lost samples than this share of those kept: the record of what ran has holes a call could hide in."""
 log = logging.getLogger(__name__)
@@ -71,9 +75,17 @@ class CodeCheck:
         if self.sampler is not None and self.sampled is None:
             self.sampled = self.sampler.stop()
 
-    def judge(self, res: protocol.RunResult, policy: str, exec_memory_asked: bool) -> dict[str, str]:
-        """flag -> reason: `dynamic:library_compute` under `strict`; `unsampled` (informational, allowed) or
-        `CodeCheckUnavailable` (raised: a harness error) when the check did not hold."""
+    def judge(self, res: protocol.RunResult, policy: str, exec_memory_asked: bool,
+              timed_spans_ns: tuple[tuple[int, int], ...] = ()) -> dict[str, str]:
+        """flag -> reason: `dynamic:library_compute` or `MAPS_FLOOD` under `strict`; `unsampled` (informational,
+        allowed) or `CodeCheckUnavailable` (raised: a harness error) when the check did not hold.
+
+        The rule holds over every call together and, with `timed_spans_ns` (the candidate's paired blocks by the
+        parent's clock), over the calls inside them alone. Why both: pooled, a candidate that padded its untimed
+        calls with its own work (the correctness calls come first and are told apart by their place) diluted
+        MKL's share of its timed calls under the limit: `tests/adversarial/found_blas_padded.py`, `correct` at
+        0.94x. Padding the timed calls themselves costs the time it would hide. Unpaired timing has no spans:
+        the pooled rule alone."""
         self.stop()
         why = self.unavailable
         refused = res.new_tasks_refused
@@ -88,6 +100,11 @@ class CodeCheck:
                 raise CodeCheckUnavailable(f"the check of which code ran did not hold: {why}")
             return {UNSAMPLED: why}
         assert self.sampled is not None
+        if policy == "strict" and self.sampled.flooded_pids:
+            limit_kib = code_sampler.MAPS_MAX_BYTES >> 10
+            return {MAPS_FLOOD: f"{len(self.sampled.flooded_pids)} process(es) of the candidate made more memory "
+                                f"mappings than are read ({limit_kib} KiB of /proc/<pid>/maps): what ran in its "
+                                "calls cannot be attributed"}
         shares = code_attribution.attribute(self.sampled, list(res.call_windows_ns), self.ext_dir, self.manifest,
                                                list(res.op_windows_ns))
         if policy == "strict" and shares.unattributed > LOST_SHARE_MAX * max(shares.in_calls + shares.unattributed, 1):
@@ -99,7 +116,13 @@ class CodeCheck:
                 raise CodeCheckUnavailable(f"the check of which code ran did not hold: {why}")
             return {UNSAMPLED: why}
         log.info("which code ran (%s): %s; runtime: %s", policy, shares.summary(), shares.runtime_objects)
-        return code_attribution.judge(shares, policy)
+        found = code_attribution.judge(shares, policy)
+        timed = code_attribution.within(list(res.call_windows_ns), timed_spans_ns) if policy == "strict" else []
+        if not found and timed:
+            timed_shares = code_attribution.attribute(self.sampled, timed, self.ext_dir, self.manifest,
+                                                      list(res.op_windows_ns))
+            found = code_attribution.judge(timed_shares, policy, "the timed calls")
+        return found
 
     def close(self) -> None:
         if self.sampler is not None:

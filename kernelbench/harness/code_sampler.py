@@ -43,7 +43,15 @@ one timer interrupt per period, dear in a VM (docs/harness.md, "Which code ran")
 RING_PAGES = 256
 """Data pages per CPU (1 MiB): ~32k samples, over 3 s of one busy CPU at 10 kHz, drained every `DRAIN_S`."""
 DRAIN_S = 0.02
-MAPS_EVERY_S = 0.1
+MAPS_MAX_BYTES = 1 << 20
+"""Most of one process's `/proc/<pid>/maps` the parent reads (a torch process's is 50 KB, 350 lines). Why a bound:
+the candidate makes the mappings this thread parses, outside every cgroup: split into ~65k areas (`madvise` on
+every other page of a buffer) one read took 40 ms, and read after every drain by the parent, with 24-60 forked
+copies, it took 3.5x the parent's CPU of an honest evaluation. A process over it is not read again, and a `strict`
+evaluation is rejected (`code_check.MAPS_FLOOD`): its calls' code cannot be attributed."""
+SWEEP_SHARE_MAX = 0.1
+"""Largest share of the wall time this thread spends reading mappings: after a sweep that took t, the next waits
+t * (1 / share - 1). An honest child's sweep (one or two processes, ~1 ms) still runs after every drain."""
 
 
 class SamplerUnavailable(RuntimeError):
@@ -90,6 +98,8 @@ class Sampled:
     inner_pids: dict[int, int] = field(default_factory=dict)
     """host pid -> the pid the process has inside its own (innermost) pid namespace, as the sandboxed child sees
     itself (`NSpid` in /proc/<pid>/status); read with the first maps snapshot of each process."""
+    flooded_pids: tuple[int, ...] = ()
+    """Processes whose mappings ran past `MAPS_MAX_BYTES` (not read again)."""
 
 
 def _perf_event_open(attr: _Attr, pid: int, cpu: int, flags: int) -> int:
@@ -105,14 +115,17 @@ def _perf_event_open(attr: _Attr, pid: int, cpu: int, flags: int) -> int:
     return fd
 
 
-def read_exec_maps(pid: int) -> tuple[tuple[int, int, str], ...]:
+def read_exec_maps(pid: int, max_bytes: int = MAPS_MAX_BYTES) -> tuple[tuple[int, int, str], ...] | None:
     """Executable mappings of `pid` ((start, end, path); "" anonymous, "[vdso]"-style names kept); () when the
-    process is gone."""
+    process is gone; None when its maps run past `max_bytes` (read no further)."""
     try:
         with open(f"/proc/{pid}/maps") as f:
-            lines = f.read().splitlines()
+            text = f.read(max_bytes + 1)
     except (OSError, ValueError):
         return ()
+    if len(text) > max_bytes:
+        return None
+    lines = text.splitlines()
     out = []
     for line in lines:
         parts = line.split(None, 5)
@@ -175,7 +188,8 @@ class _Ring:
 
 class CodeSampler:
     """Samples every task of the cgroup v2 folder `cgroup_dir` on every CPU from `start` to `stop`; a thread
-    drains the ring buffers every `DRAIN_S` and reads the processes' executable mappings every `MAPS_EVERY_S`."""
+    drains the ring buffers every `DRAIN_S` and then reads the executable mappings of each process that was
+    sampled since its last read (a process that never runs costs nothing), within `SWEEP_SHARE_MAX`."""
 
     def __init__(self, cgroup_dir: str, period_ns: int = DEFAULT_PERIOD_NS, digest_under: str = ""):
         self.cgroup_dir, self.period_ns, self.digest_under = cgroup_dir, period_ns, digest_under
@@ -186,6 +200,7 @@ class CodeSampler:
         self._maps: list[MapsSnapshot] = []
         self._last: dict[int, int] = {}
         self._inner: dict[int, int] = {}
+        self._flooded: set[int] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         try:
@@ -221,30 +236,40 @@ class CodeSampler:
             self._thread.start()
 
     def _run(self) -> None:
-        next_maps = 0.0
+        sampled: set[int] = set()  # processes with samples since their last read
+        sweep_after = 0.0
         while not self._stop.is_set():
             before = len(self._samples)
             for ring in self._rings:
                 ring.drain(self._samples, self._lost)
-            now = time.monotonic()
-            # new samples: read the maps now too, so a child whose calls and exit fit between two timed reads
-            # (a short run on a loaded machine) still has a snapshot after its first call
-            # (`code_attribution._regions`); 0.26 ms per read of a torch process, at most once per drain
-            if now >= next_maps or len(self._samples) > before:
-                self.snapshot_maps()
-                next_maps = now + MAPS_EVERY_S
+            sampled.update(s[0] for s in self._samples[before:])
+            # read a sampled process's maps at the next drain, so a child whose calls and exit fit between two
+            # reads (a short run on a loaded machine) still has a snapshot after its first call
+            # (`code_attribution._regions`); 0.26 ms per read of a torch process
+            if sampled and time.monotonic() >= sweep_after:
+                t0 = time.monotonic()
+                self.snapshot_maps(sampled)
+                sampled = set()
+                t1 = time.monotonic()
+                sweep_after = t1 + (t1 - t0) * (1 / SWEEP_SHARE_MAX - 1)
             self._stop.wait(DRAIN_S)
 
-    def snapshot_maps(self) -> None:
-        """Executable mappings of every process now in the cgroup (consecutive equal reads merged)."""
+    def snapshot_maps(self, only: set[int] | None = None) -> None:
+        """Executable mappings of every process now in the cgroup (`only`: of those of them), consecutive equal
+        reads merged."""
         try:
             with open(os.path.join(self.cgroup_dir, "cgroup.procs")) as f:
                 pids = [int(p) for p in f.read().split()]
         except (OSError, ValueError):
             return
         for pid in pids:
+            if pid in self._flooded or (only is not None and pid not in only):
+                continue
             t0 = time.monotonic_ns()
             regions = read_exec_maps(pid)
+            if regions is None:
+                self._flooded.add(pid)
+                continue
             if not regions:
                 continue
             if pid not in self._inner:
@@ -282,7 +307,7 @@ class CodeSampler:
             ring.drain(self._samples, self._lost)
         self.close()
         return Sampled(tuple(self._samples), self._lost[0], tuple(self._maps), self.period_ns, dict(self._digests),
-                       dict(self._inner))
+                       dict(self._inner), tuple(sorted(self._flooded)))
 
     def close(self) -> None:
         for ring in self._rings:

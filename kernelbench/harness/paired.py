@@ -149,6 +149,9 @@ class Pairing:
     """The same for the reference's blocks."""
     block_checks: tuple[int, ...] = ()
     """Hidden check calls asked of each round's blocks (the same of both children, `draw_checks`)."""
+    candidate_block_spans_ns: tuple[tuple[int, int], ...] = ()
+    """Each candidate block's (start, end) on CLOCK_MONOTONIC, by the parent's clock: where its timed calls and
+    the checks among them lie, so the check of which code ran judges them by themselves (`code_check`)."""
 
 
 FROZEN_FAILED = "the candidate's sandbox could not be frozen (for the reference's block, or to read its own)"
@@ -181,13 +184,14 @@ def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_ch
     ref_run: list[float | None] = []
     cand_cpu: list[tuple | None] = []
     ref_cpu: list[tuple | None] = []
+    spans: list[tuple[int, int]] = []
     for r in range(p.rounds):
         for side in ((0, 1) if r % 2 == 0 else (1, 0)):
             if side == 0:
                 if not cand_child.freeze():  # a tree the kernel cannot stop would run beside the reference
                     cand_child.thaw()
                     return Pairing(r, tuple(walls), FROZEN_FAILED, tuple(ref_walls))
-                ok, wall, run, cpu = _block(ref, ref_child, p.trials_per_block, checks[r], exact=True)
+                ok, wall, run, cpu, _ = _block(ref, ref_child, p.trials_per_block, checks[r], exact=True)
                 ref_walls.append(wall)
                 ref_run.append(run)
                 ref_cpu.append(cpu)
@@ -195,7 +199,8 @@ def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_ch
                 if not ok:
                     return Pairing(r, tuple(walls), REFERENCE_STOPPED, tuple(ref_walls))
             else:
-                ok, wall, run, cpu = _block(cand, cand_child, p.trials_per_block, checks[r], exact=True)
+                ok, wall, run, cpu, span = _block(cand, cand_child, p.trials_per_block, checks[r], exact=True)
+                spans.append(span)
                 if cpu is FROZEN_FAILED:
                     return Pairing(r, tuple(walls), FROZEN_FAILED, tuple(ref_walls))
                 if not ok:
@@ -208,14 +213,16 @@ def run_rounds(ref: Pipes, ref_child: sandbox.RunningChild, cand: Pipes, cand_ch
                    candidate_block_cpu_s=_known([None if c is None else c[0] for c in cand_cpu]),
                    reference_block_cpu_s=_known([None if c is None else c[0] for c in ref_cpu]),
                    candidate_block_thread_cpu_s=_known([None if c is None else c[1] for c in cand_cpu]),
-                   reference_block_thread_cpu_s=_known([None if c is None else c[1] for c in ref_cpu]))
+                   reference_block_thread_cpu_s=_known([None if c is None else c[1] for c in ref_cpu]),
+                   candidate_block_spans_ns=tuple(spans))
 
 
 def _block(pipes: Pipes, child: sandbox.RunningChild, trials: int, checks: int = 0,
-           exact: bool = False) -> tuple[bool, float, float | None, tuple | str | None]:
+           exact: bool = False) -> tuple[bool, float, float | None, tuple | str | None, tuple[int, int]]:
     """One block of `trials` (with `checks` check calls expected among them) on one side: answered, its wall
-    time by the parent's clock, the busiest thread's runnable seconds, and (CPU seconds of the child's whole
-    cgroup, of its busiest thread) or None (FROZEN_FAILED: `exact` and the tree would not freeze).
+    time by the parent's clock, the busiest thread's runnable seconds, (CPU seconds of the child's whole
+    cgroup, of its busiest thread) or None (FROZEN_FAILED: `exact` and the tree would not freeze), and its
+    (start, end) in CLOCK_MONOTONIC ns.
 
     `exact`: each reading is taken with the child's tree frozen. Why: the kernel adds a running task's time
     to its counters (the cgroup's, /proc/<tid>/schedstat) only at a tick (every 4 ms at 250 Hz) or a switch,
@@ -227,13 +234,15 @@ def _block(pipes: Pipes, child: sandbox.RunningChild, trials: int, checks: int =
     starts sending the block's check calls), and `unaccounted` compares like with like."""
     s0, cpu0 = _reading(child, exact)
     if s0 is FROZEN_FAILED:
-        return False, 0.0, None, FROZEN_FAILED
+        return False, 0.0, None, FROZEN_FAILED, (0, 0)
+    start_ns = time.monotonic_ns()
     t0 = time.perf_counter()
     ok = pipes.send(f"T {trials} {checks}") and pipes.receive(child.deadline) == DONE
     wall = time.perf_counter() - t0
+    span = (start_ns, time.monotonic_ns())
     s1, cpu1 = _reading(child, exact)
     if s1 is FROZEN_FAILED:
-        return False, wall, None, FROZEN_FAILED
+        return False, wall, None, FROZEN_FAILED, span
     # the block's check calls are reported after it, once the readings are taken (`SEND`): a child that began
     # reporting at `done` had part of that work counted in the block, more for the candidate (its report pipe is
     # the one the parent reads and decodes): 30-120 ms more per check of a slow kernel, and an honest one was
@@ -245,7 +254,7 @@ def _block(pipes: Pipes, child: sandbox.RunningChild, trials: int, checks: int =
     cpu = None
     if cpu0 is not None and cpu1 is not None and thread_cpu is not None:
         cpu = (max((cpu1 - cpu0) / 1e9, tasks_cpu_s(thread_times(s0, 0), thread_times(s1, 0))), thread_cpu)
-    return ok, wall, runnable, cpu
+    return ok, wall, runnable, cpu, span
 
 
 def _reading(child: sandbox.RunningChild, exact: bool) -> tuple:

@@ -309,9 +309,10 @@ class RunResult(Record):
     call_windows_ns: tuple[tuple[int, int], ...]
     """CLOCK_MONOTONIC (start, end) of every call of the candidate's model after `__init__`, in order
     (`child/call_windows.py`): where the parent looks for the code that ran (`code_attribution`)."""
-    op_windows_ns: tuple[tuple[int, int, int], ...] = ()
-    """(thread id, CLOCK_MONOTONIC start, end) of every ATen op the candidate's calls dispatched on the calling
-    thread (`call_checks.CallTracer`; empty when not traced): time `code_attribution` charges to PyTorch."""
+    op_windows_ns: tuple[tuple[int, int, int, int], ...] = ()
+    """(thread id, CLOCK_MONOTONIC start, end, bytes written) of every ATen op the candidate's calls dispatched on
+    the calling thread (`call_checks.CallTracer`; empty when not traced): time `code_attribution` charges to
+    PyTorch, up to what the bytes a fill or copy wrote take."""
     state_dict_checked: bool = False
     """Whether the reference's `state_dict` came with the inputs (a task declaring `KEEP_STATE_DICT`) and the
     candidate's keys and shapes were compared with it (`candidate_run._weights`)."""

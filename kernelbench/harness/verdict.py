@@ -214,7 +214,8 @@ def verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, frames: r
         return RunVerdict(RUNTIME_ERROR, f"unreadable outputs from the run process: {type(e).__name__}", run_s=out.wall_s)
     found = judge(res, out, policy_of(staged.task, config), config.op_checks,
                   inspect_source(staged.task.source).keep_state_dict)
-    ran = code.judge(res, policy_of(staged.task, config), job.refuse_exec_memory) if code is not None else {}
+    spans = pairing.candidate_block_spans_ns if paired_mode and pairing is not None else ()
+    ran = code.judge(res, policy_of(staged.task, config), job.refuse_exec_memory, spans) if code is not None else {}
     unsampled = ran.pop(code_check.UNSAMPLED, "")  # informational: `evaluate` adds the flag after the status
     found.update(ran)
     medians: list[float] | None = None

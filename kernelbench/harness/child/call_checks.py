@@ -39,8 +39,10 @@ class CallTracer(TorchDispatchMode):
     """Records the distinct ATen overloads dispatched while active, over any number of entries. A set of the
     overload objects (not their names): a call that repeats one op many times pays a set lookup per op.
 
-    It also records each dispatched op's (thread id, CLOCK_MONOTONIC start, end) in `windows`: the time the
-    calling thread spent inside PyTorch's own kernels at the candidate's request. The check of which code ran
+    It also records each dispatched op's (thread id, CLOCK_MONOTONIC start, end, bytes it wrote) in `windows`:
+    the time the calling thread spent inside PyTorch's own kernels at the candidate's request, and the data that
+    time was for (`written_bytes`: a fill's or copy's output; 0 for views, metadata, `set_` and allocation, whose
+    time does not grow with size). The check of which code ran
     (`code_attribution`) charges samples there to the op, not to the candidate: under `strict` every op the
     tracer saw is one the policy allows (any other rejects the candidate), and an allowed fill or layout copy
     runs in libtorch_cpu like any compute would (an honest kernel's `torch::zeros_like` output measured 27-31 %
@@ -61,17 +63,36 @@ class CallTracer(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.seen: set[Any] = set()
-        self.windows: list[tuple[int, int, int]] = []
+        self.windows: list[tuple[int, int, int, int]] = []
+        self._moves: dict[Any, bool] = {}
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         self.seen.add(func)
         if types or len(self.windows) >= self.MAX_OP_WINDOWS:  # a subclass's __torch_dispatch__ is the candidate's
             return func(*args, **(kwargs or {}))
+        out = None
         start = _NOW()
         try:
-            return func(*args, **(kwargs or {}))
+            out = func(*args, **(kwargs or {}))
+            return out
         finally:
-            self.windows.append((_TID(), start, _NOW()))
+            end = _NOW()
+            self.windows.append((_TID(), start, end, self.written_bytes(func, out)))
+
+    def written_bytes(self, func: Any, out: Any) -> int:
+        """Bytes `func` wrote into `out` when it is a fill or a copy (`op_policy.moves_data`), else 0; a tensor
+        counts at most its storage's bytes (an expanded view of one element is one element)."""
+        moves = self._moves.get(func)
+        if moves is None:
+            moves = self._moves[func] = op_policy.moves_data(str(func))
+        if not moves:
+            return 0
+        tensors = out if isinstance(out, (tuple, list)) else (out,)
+        total = 0
+        for t in tensors:
+            if isinstance(t, torch.Tensor) and t.device.type != "meta":
+                total += min(t.nbytes, t.untyped_storage().nbytes())
+        return total
 
 
 class CallChecks:

@@ -91,7 +91,7 @@ class RunState:
         self.ops: list[str] = []
         self.kernel_calls = -1
         self.call_windows_ns: list[tuple[int, int]] = []
-        self.op_windows_ns: list[tuple[int, int, int]] = []
+        self.op_windows_ns: list[tuple[int, int, int, int]] = []
         self.state_dict_checked, self.state_dict_mismatch = False, ""
 
 

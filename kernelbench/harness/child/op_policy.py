@@ -54,6 +54,20 @@ ALLOC_OVERLOADS = {"fill_.Scalar"}
 VIEW_OVERLOADS = {"set_.source_Storage", "set_.source_Storage_storage_offset"}
 
 
+FILLS = {"zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full", "zero_"}
+"""Allocations that also write every byte of their output (a constant)."""
+
+
+def moves_data(name: str) -> bool:
+    """Whether an allowed op writes every byte of its output (a fill or a layout copy): the ops whose time grows
+    with their data. Views, metadata, `set_`, `resize_` and bare allocation take microseconds whatever the size
+    (`code_attribution` charges their windows that alone)."""
+    parts = name.split(".")
+    op, overload = (parts[1] if len(parts) > 1 else ""), ".".join(parts[1:3])
+    kind = classify_op(name)
+    return (kind == "copy" and op != "_local_scalar_dense") or op in FILLS or overload in ALLOC_OVERLOADS
+
+
 def classify_op(name: str) -> str:
     """`alloc` | `view` | `meta` | `copy` | `compute` for an overload name such as `aten.relu.default`."""
     parts = name.split(".")
