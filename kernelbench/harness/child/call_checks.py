@@ -91,7 +91,10 @@ class CallTracer(TorchDispatchMode):
         total = 0
         for t in tensors:
             if isinstance(t, torch.Tensor) and t.device.type != "meta":
-                total += min(t.nbytes, t.untyped_storage().nbytes())
+                try:
+                    total += min(t.nbytes, t.untyped_storage().nbytes())
+                except (RuntimeError, NotImplementedError):  # a layout without one storage (sparse, nested)
+                    total += t.numel() * t.element_size()
         return total
 
 
