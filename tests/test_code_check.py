@@ -305,3 +305,28 @@ def test_the_timed_calls_are_judged_by_themselves(tmp_path):
     found = check.judge(result, "strict", True, ((1_900, 2_200),))
     assert set(found) == {code_attribution.FLAG} and found[code_attribution.FLAG].startswith("the timed calls"), found
     assert code_attribution.within(list(windows), ((1_900, 2_200),)) == [(1_990, 2_100)]
+
+
+def test_the_parent_hashes_a_bounded_amount_of_the_build(tmp_path, monkeypatch):
+    """Each process's mapping of a build file is hashed on its own (a forked copy may have rewritten its text), so
+    a large library mapped by many forked processes would keep the parent hashing: past `DIGEST_MAX_BYTES` a
+    process counts as one whose mappings cannot be read (`flooded_pids`: `dynamic:mapping_flood` under strict)."""
+    import mmap
+
+    lib = tmp_path / "kern" / "kern.so"
+    lib.parent.mkdir()
+    lib.write_bytes(b"\x7fELF" + bytes(3 * mmap.PAGESIZE))
+    with open(lib, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ), \
+            mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ):  # two mappings of one file: hashed once each
+        ranges = [[int(x, 16) for x in line.split()[0].split("-")] for line in open("/proc/self/maps")
+                  if line.rstrip().endswith(str(lib))]
+        assert len(ranges) == 2, ranges
+        sampler = object.__new__(code_sampler.CodeSampler)
+        sampler.digest_under, sampler._digests = str(tmp_path) + "/", {}
+        sampler._flooded, sampler._hashed_bytes = set(), 0
+        (lo, hi), (lo2, hi2) = ranges
+        sampler._digest_new(os.getpid(), ((lo, hi, str(lib)),))
+        assert len(sampler._digests[(os.getpid(), lo, hi)]) == 64 and not sampler._flooded
+        monkeypatch.setattr(code_sampler, "DIGEST_MAX_BYTES", lib.stat().st_size + 10)
+        sampler._digest_new(os.getpid(), ((lo2, hi2, str(lib)),))
+    assert sampler._flooded == {os.getpid()} and sampler._digests[(os.getpid(), lo2, hi2)] == ""

@@ -25,8 +25,9 @@ UNSAMPLED = "unsampled"
 """Informational flag: the check of which code ran did not hold for this result (`allow_unsampled`)."""
 MAPS_FLOOD = "dynamic:mapping_flood"
 """`strict`, CPU: a process of the run child made more memory mappings than the parent reads
-(`code_sampler.MAPS_MAX_BYTES` of `/proc/<pid>/maps`, about 20 times a torch process's): what ran at its samples
-cannot be attributed, and the candidate made it so."""
+(`code_sampler.MAPS_MAX_BYTES` of `/proc/<pid>/maps`, about 20 times a torch process's), or the processes mapped
+more of the build than the parent hashes (`code_sampler.DIGEST_MAX_BYTES`): what ran at its samples cannot be
+attributed, and the candidate made it so."""
 LOST_SHARE_MAX = 0.01
 """More lost samples than this share of those kept: the record of what ran has holes a call could hide in."""
 log = logging.getLogger(__name__)
@@ -103,8 +104,8 @@ class CodeCheck:
         if policy == "strict" and self.sampled.flooded_pids:
             limit_kib = code_sampler.MAPS_MAX_BYTES >> 10
             return {MAPS_FLOOD: f"{len(self.sampled.flooded_pids)} process(es) of the candidate made more memory "
-                                f"mappings than are read ({limit_kib} KiB of /proc/<pid>/maps): what ran in its "
-                                "calls cannot be attributed"}
+                                f"mappings than are read ({limit_kib} KiB of /proc/<pid>/maps), or mapped more of "
+                                "its build than is hashed: what ran in its calls cannot be attributed"}
         shares = code_attribution.attribute(self.sampled, list(res.call_windows_ns), self.ext_dir, self.manifest,
                                                list(res.op_windows_ns))
         if policy == "strict" and shares.unattributed > LOST_SHARE_MAX * max(shares.in_calls + shares.unattributed, 1):

@@ -49,6 +49,12 @@ the candidate makes the mappings this thread parses, outside every cgroup: split
 every other page of a buffer) one read took 40 ms, and read after every drain by the parent, with 24-60 forked
 copies, it took 3.5x the parent's CPU of an honest evaluation. A process over it is not read again, and a `strict`
 evaluation is rejected (`code_check.MAPS_FLOOD`): its calls' code cannot be attributed."""
+DIGEST_MAX_BYTES = 1 << 30
+"""Most bytes of the build's mapped files this thread hashes over one child's life (each process's mappings are
+hashed on their own: a forked copy may have rewritten its text before the guard). An honest library is a few
+MB mapped by one or two processes; a large library mapped by hundreds of forked processes would make the parent
+hash for minutes. Past it, each further process is treated as one whose mappings cannot be read
+(`flooded_pids`)."""
 SWEEP_SHARE_MAX = 0.1
 """Largest share of the wall time this thread spends reading mappings: after a sweep that took t, the next waits
 t * (1 / share - 1). An honest child's sweep (one or two processes, ~1 ms) still runs after every drain."""
@@ -201,6 +207,7 @@ class CodeSampler:
         self._last: dict[int, int] = {}
         self._inner: dict[int, int] = {}
         self._flooded: set[int] = set()
+        self._hashed_bytes = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         try:
@@ -292,8 +299,16 @@ class CodeSampler:
             h = hashlib.sha256()
             try:
                 with open(f"/proc/{pid}/map_files/{lo:x}-{hi:x}", "rb") as f:
-                    while chunk := f.read(1 << 20):
+                    size = os.fstat(f.fileno()).st_size
+                    if self._hashed_bytes + size > DIGEST_MAX_BYTES:
+                        self._flooded.add(pid)
+                        self._digests[(pid, lo, hi)] = ""
+                        continue
+                    self._hashed_bytes += size
+                    left = size  # a file that grows while read is hashed as it was
+                    while left > 0 and (chunk := f.read(min(1 << 20, left))):
                         h.update(chunk)
+                        left -= len(chunk)
                 self._digests[(pid, lo, hi)] = h.hexdigest()
             except OSError:
                 self._digests[(pid, lo, hi)] = ""
