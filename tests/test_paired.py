@@ -236,6 +236,32 @@ def test_evaluate_times_in_rounds_on_cpu_and_one_after_the_other_when_off(relu):
     assert s.speedup == pytest.approx(s.ref_runtime_ms / s.runtime_ms)  # one after the other: ratio of medians
 
 
+@pytest.mark.parametrize("lies", [False, True])
+def test_unaccounted_time_alone_is_timed_again(relu, monkeypatch, lies):
+    """A first timing whose one fault is unaccounted time (run-queue waits between trials on a busy machine) is
+    timed again: the second decides, and the result says so (`retimed`). A candidate whose blocks stay short
+    (here: the rule fails every time) is still rejected."""
+    from kernelbench.harness.config import EvalConfig
+    from kernelbench.harness.evaluate import RETIMED, evaluate
+
+    calls = []
+    real = paired.unaccounted
+
+    def unaccounted(*args, **kwargs):
+        calls.append(1)
+        return "per block (median of 4), made up" if lies or len(calls) == 1 else real(*args, **kwargs)
+
+    monkeypatch.setattr(paired, "unaccounted", unaccounted)
+    task, src = relu
+    r = evaluate(task, src, EvalConfig(device="cpu", timing_rounds=4, timing_trials=20))
+    assert len(calls) == 2, "timed once more, and only once"
+    assert RETIMED in r.flags and "made up" in r.feedback
+    if lies:
+        assert r.status == "rejected" and "timing_inconsistent" in r.flags
+    else:
+        assert r.status == "correct" and r.speedup > 0 and set(r.flags) == {RETIMED}, r.feedback
+
+
 def test_speedup_against_torch_compile_scales_the_paired_speedup(relu):
     """With the torch.compile baseline on, the reference times it after the candidate exits; the kernel's
     speedup against it is the paired speedup times compiled/eager from that one process (not a ratio of

@@ -45,6 +45,9 @@ class RunVerdict:
     """Why `profile` is empty although profiling was asked for."""
     limits_held: tuple[str, ...] = ()
     """The limits the run child ran under (`sandbox.ChildOutcome.limits_held`)."""
+    retime: bool = False
+    """The one rejection is `paired.unaccounted` (the trials leave more of the candidate's blocks unaccounted for
+    than the reference's leave of its own) with every output right: `evaluate` times it once more (`RETIMED`)."""
 
 
 def _crash_detail(out: sandbox.ChildOutcome, fault: protocol.Fault | None) -> str:
@@ -219,17 +222,20 @@ def verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, frames: r
     unsampled = ran.pop(code_check.UNSAMPLED, "")  # informational: `evaluate` adds the flag after the status
     found.update(ran)
     medians: list[float] | None = None
+    unaccounted = ""
     if paired_mode:  # a run child that reached timing but broke the protocol has no honest timing to score
         if pairing is None or pairing.stopped:
             found.setdefault("timing_inconsistent", "the run process broke the paired-timing protocol: " +
                              (pairing.stopped if pairing else "no `ready` before timing"))
         else:
             medians = paired.block_medians(res.timing_blocks, pairing.rounds_done)
-            overrun = paired.overruns(res.timing_blocks, pairing.candidate_block_wall_s) or \
+            overrun = paired.overruns(res.timing_blocks, pairing.candidate_block_wall_s)
+            unaccounted = "" if overrun else \
                 paired.unaccounted(list(ref.blocks_ms), pairing.reference_block_runnable_s[:len(ref.blocks_ms)],
                                    res.timing_blocks, pairing.candidate_block_runnable_s,
                                    pairing.block_checks, pairing.reference_block_wall_s,
                                    pairing.candidate_block_wall_s)
+            overrun = overrun or unaccounted
             if overrun or medians is None:
                 found.setdefault("timing_inconsistent", overrun or "malformed timing blocks")
             parallel = paired.parallel_work(pairing, config.threads)
@@ -243,8 +249,10 @@ def verdict(staged: Staged, ref: Reference, out: sandbox.ChildOutcome, frames: r
     detail = "" if comparison.ok else "\n".join((comparison.reason,) + comparison.positions)
     table, note = _profile_of(frames, out, job)
     reasons = dict(found, **({code_check.UNSAMPLED: unsampled} if unsampled else {}))
+    retime = bool(paired_mode and comparison.ok and medians is not None and set(found) == {"timing_inconsistent"}
+                  and unaccounted and found["timing_inconsistent"] == unaccounted)
     return RunVerdict(status, detail, comparison, res.timing,
-                      tuple(found), reasons, out.wall_s, tuple(medians or ()), table, note)
+                      tuple(found), reasons, out.wall_s, tuple(medians or ()), table, note, retime=retime)
 
 
 def _profile_of(frames: report.Frames, out: sandbox.ChildOutcome, job: protocol.RunJob) -> tuple[profiling.ProfileTable, str]:
