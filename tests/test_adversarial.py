@@ -114,6 +114,7 @@ TASKS = {
     "linear": Task(id="adv/linear", level=1, name="linear", origin="test", source=LINEAR),
     "column_mean": Task(id="adv/column_mean", level=1, name="column_mean", origin="test", source=COLUMN_MEAN),
     "builtin_relu": find_task("L1/01_relu"),  # the CPU size: 8 MB, where skipping pays
+    "builtin_sum": find_task("L1/10_sum_dim"),
     "builtin_max": find_task("L1/12_max_dim"),  # two input configurations (INPUT_CONFIGS), timed at the first
 }
 
@@ -214,6 +215,11 @@ ATTACKS = [
     # Timed calls and checks once took their input sets in fixed rotations: a call's set named its kind.
     Attack("set_schedule_skip.py", task="builtin_relu", statuses=(INCORRECT, CORRECT, REJECTED),
            overrides=dict(timing_trials=100), max_speedup=1.5),
+    # Hooks in torch (an op observer, a replaced allocator) ran the candidate's code between its calls.
+    Attack("observer_between_calls.py", task="builtin_sum", static_flags=("static:dispatch_bypass",),
+           flags=("dynamic:work_between_calls",)),
+    Attack("allocator_between_calls.py", task="builtin_relu", static_flags=("static:dispatch_bypass",),
+           flags=("dynamic:work_between_calls",)),
     # MKL's sgemm_ found through dl_iterate_phdr and libtorch_cpu's symbol table: judged by which code ran.
     Attack("cpp_found_blas.py", task="linear", flags=("dynamic:library_compute",)),
     # The mappings the parent parses to attribute samples are the candidate's making: bounded reads.

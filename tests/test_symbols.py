@@ -44,6 +44,10 @@ def flags_of(names: list[str]) -> set[str]:
     ("openat@GLIBC_2.4", "build:cpp_io_or_syscalls"), ("syscall@GLIBC_2.2.5", "build:cpp_io_or_syscalls"),
     ("mmap64@GLIBC_2.2.5", "build:cpp_io_or_syscalls"), ("dlsym@GLIBC_2.34", "build:cpp_io_or_syscalls"),
     ("getenv@GLIBC_2.2.5", "build:cpp_io_or_syscalls"),
+    # hooks that run code inside the harness's own ops: an op observer, a replaced allocator
+    ("at::addGlobalCallback(at::RecordFunctionCallback)", "build:torch_hooks"),
+    ("at::RecordFunction::name() const", "build:torch_hooks"),
+    ("c10::SetCPUAllocator(c10::Allocator*, unsigned char)", "build:torch_hooks"),
     # glibc's other exported openers: `_IO_fopen` read /proc/self/status with every name above refused
     ("_IO_fopen@GLIBC_2.2.5", "build:cpp_io_or_syscalls"), ("_IO_file_fopen@GLIBC_2.2.5", "build:cpp_io_or_syscalls"),
     ("_IO_file_open@GLIBC_2.2.5", "build:cpp_io_or_syscalls"), ("fts_open@GLIBC_2.2.5", "build:cpp_io_or_syscalls"),

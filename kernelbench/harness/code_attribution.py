@@ -255,6 +255,53 @@ def judge(shares: CodeShares, policy: str, which: str = "") -> dict[str, str]:
     return {}
 
 
+BETWEEN_FLAG = "dynamic:work_between_calls"
+BETWEEN_MIN_SAMPLES = 4
+"""Samples of the candidate's own code between its calls (after the first, before the last) that reject: 2 ms of
+CPU. An honest kernel's code runs only when it is called; between calls the run child does the harness's work
+(inputs written by torch's own ops, copies held for checks), none of it in the candidate's library."""
+
+
+def between_calls(sampled: Sampled, windows_ns: list[tuple[int, int]], ext_dir: str,
+                  manifest: dict[str, dict[str, str]]) -> tuple[int, int]:
+    """(samples of the candidate's own code outside every call window, from the first call's start to the last
+    call's end; samples of its code inside the windows), over every task of the child.
+
+    Why: a hook in torch (an op observer, a replaced allocator's deleter, a storage deleter) runs the candidate's
+    code inside the harness's own work between calls, where no timed trial and no call window is: an observer
+    on the `addcmul` that writes the next call's inputs computed L1/10_sum_dim's answer there and `forward`
+    returned it (`correct` at 8.7-9.6x). Whatever installs the hook, its code is the candidate's and the
+    sampler sees where it ran."""
+    wins = sorted((int(a), int(b)) for a, b in windows_ns if b >= a)
+    if not wins:
+        return 0, 0
+    starts = [w[0] for w in wins]
+    first, last = wins[0][0], max(b for _, b in wins)
+    regions = _regions(sampled, first)
+    outside = inside = 0
+    for pid, _, t, ip in sampled.samples:
+        if not first <= t <= last or pid not in regions:
+            continue
+        kind, _ = _classify(_where(regions, pid, ip), pid, sampled, ext_dir, manifest)
+        if kind != "candidate":
+            continue
+        if _inside(starts, wins, t):
+            inside += 1
+        else:
+            outside += 1
+    return outside, inside
+
+
+def judge_between(outside: int, inside: int) -> dict[str, str]:
+    """`BETWEEN_FLAG` when the candidate's code ran between its calls (`between_calls`), under either policy: work
+    done outside the calls is work the timing does not see."""
+    if outside < BETWEEN_MIN_SAMPLES:
+        return {}
+    return {BETWEEN_FLAG: f"{outside} samples of the candidate's own code ran between its calls (against {inside} "
+                          "inside them): a hook in torch's ops or allocator, or a deleter, ran it during the "
+                          "harness's own work, where no timing sees it"}
+
+
 def within(windows_ns: list[tuple[int, int]], spans_ns: tuple[tuple[int, int], ...]) -> list[tuple[int, int]]:
     """The call windows that lie wholly inside one of `spans_ns` (the candidate's timed blocks, by the parent's
     clock): its timed calls and the checks among them, which nothing tells apart."""

@@ -95,6 +95,9 @@ _CPP_RULES = [
     ("cpp_io_or_syscalls", r"\b(asm|__asm__|__asm)\b", "inline assembly in a CPU kernel", "cpu"),
     ("cpp_io_or_syscalls", r"\b(torch|at)::(from_file|load|save|pickle_load|pickle_save)\b|\bcaffe2::serialize\b",
      "file access through torch in C++", "*"),
+    # hooks that run the candidate's code inside the harness's own ops (build/symbols.py: `build:torch_hooks`)
+    ("dispatch_bypass", r"\b(add(Global|ThreadLocal)Callback|RecordFunction\w*|Set(CPU)?Allocator|SetCPUCachingAllocator)\b",
+     "a hook into torch's own ops or allocator in C++", "*"),
     ("dynamic_code", r"##|\bPy(Run|Import|Eval)_\w+|\bPy_CompileString\b|\bPyObject_SetAttr\w*"
      r"|\b(py|pybind11)::(exec|eval|globals|setattr)\b|\b(py|pybind11)::module_?::import\b",
      "C++ that runs Python or pastes tokens (reaches past the Python checks)", "*"),

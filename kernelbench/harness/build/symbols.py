@@ -84,6 +84,18 @@ RULES = (
           r"|syrk|syr2k|hemm|herk|her2k|gemm3m|getrf|getrs|potrf|potrs|gesv|gesvd|gesdd|syevd?|heevd?|geqrf"
           r"|orgqr|trtrs)_?$", r"^(mkl|MKL|dnnl|mkldnn|xnn|qnnp|pytorch_qnnp|nnp|cudnn)_?[A-Za-z]",
           r"^(dnnl|mkldnn|ideep|fbgemm|at::cuda::blas|at::native::cpublas)::")),
+    # Why: a hook into torch runs the candidate's code inside the harness's own work: an op observer
+    # (`at::addGlobalCallback` with a `RecordFunctionCallback`) fired on the `addcmul` that writes the next call's
+    # inputs and computed the answer there, outside every call window and timed trial (L1/10_sum_dim `correct` at
+    # 8.7-9.6x); a replaced CPU allocator (`c10::SetCPUAllocator`) did the same from a deleter (L1/01_relu 12.5x),
+    # or ran MKL inside an allowed copy. No kernel needs either. Covers: RecordFunction callbacks and guards,
+    # the allocator setters. Not covered: the same functions reached without importing them (found in
+    # libtorch's symbol table): `code_attribution`'s rule on the candidate's code between calls is the backstop.
+    Rule("build:torch_hooks", "a hook into torch's own ops or allocator (code that runs inside the harness's work)",
+         (r"^at::(addGlobalCallback|addThreadLocalCallback|removeCallback|clearCallbacks|clearGlobalCallbacks"
+          r"|clearThreadLocalCallbacks|enableRecordFunction|RecordFunctionGuard|RecordFunctionCallback"
+          r"|DisableRecordFunctionGuard|ObserverContext|RecordFunction)\b",
+          r"^c10::(SetCPUAllocator|SetAllocator|SetCPUCachingAllocator|SetCPUAllocatorGuard)\b")),
     # Why: the harness times one thread; extra threads or processes are parallelism the reference does not
     # get (and processes can outlive the run). Covers: every thread or process creation entry point of
     # libc (POSIX, C11, clone, fork and spawn), the C++ thread class, c10's thread pools and `at::launch`,
