@@ -116,6 +116,7 @@ TASKS = {
     "builtin_relu": find_task("L1/01_relu"),  # the CPU size: 8 MB, where skipping pays
     "builtin_sum": find_task("L1/10_sum_dim"),
     "builtin_max": find_task("L1/12_max_dim"),  # two input configurations (INPUT_CONFIGS), timed at the first
+    "builtin_scale": find_task("L1/26_matrix_scalar_multiply"),  # 16 MB: MKL's scal between calls pays
 }
 
 # Fewer timed trials than the default 100: the attacks do not depend on the count, the naive matmuls are slow.
@@ -220,6 +221,8 @@ ATTACKS = [
            flags=("dynamic:work_between_calls",)),
     Attack("allocator_between_calls.py", task="builtin_relu", static_flags=("static:dispatch_bypass",),
            flags=("dynamic:work_between_calls",)),
+    # The same hook found in libc10's symbol table (no import), with MKL doing the work: located by libtorch's.
+    Attack("found_allocator_blas.py", task="builtin_scale", flags=("dynamic:work_between_calls",)),
     # MKL's sgemm_ found through dl_iterate_phdr and libtorch_cpu's symbol table: judged by which code ran.
     Attack("cpp_found_blas.py", task="linear", flags=("dynamic:library_compute",)),
     # The mappings the parent parses to attribute samples are the candidate's making: bounded reads.
@@ -637,9 +640,10 @@ def test_adversarial_candidates_share_their_builds():
         assert len(keys) == 1, f"the run-time candidates should carry the one shared C++ library {library}"
     # the hard-coded-shape pair are kernels of their own task (`L1/12_max_dim`), not variants of the shared
     # library; the two share one build between them; the BLAS found at run time is a matmul's (its own task), as
-    # are its padded variant and the deleter's; the set-schedule reader keeps state a library of its own holds
+    # are its padded variant and the deleter's; the set-schedule reader keeps state a library of its own holds, as
+    # does the allocator found in libc10
     own = {"hardcoded_shape.py", "hardcoded_shape_checked.py", "shape_fast_path.py", "cpp_found_blas.py",
-           "found_blas_padded.py", "deleter_in_allowed_op.py", "set_schedule_skip.py"}
+           "found_blas_padded.py", "deleter_in_allowed_op.py", "set_schedule_skip.py", "found_allocator_blas.py"}
     assert all('name="adv_kernels"' in source(a.file) or 'name="adv_integrity"' in source(a.file)
                for a in ATTACKS if not a.static_flags and "load_inline" in source(a.file) and a.file not in own)
 

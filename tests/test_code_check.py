@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -16,7 +17,7 @@ from dataclasses import replace
 
 import pytest
 
-from kernelbench.harness import code_attribution, code_check, code_sampler, protocol
+from kernelbench.harness import code_attribution, code_check, code_sampler, compute_code, protocol
 from kernelbench.harness.child import build_manifest
 from kernelbench.harness.isolation import cgroups
 from kernelbench.harness.config import EvalConfig
@@ -349,8 +350,64 @@ def test_the_candidates_code_between_its_calls_is_rejected(tmp_path):
     harness = [(7, 7, 210 + i, 0x1000) for i in range(10)]    # between the calls, in libc: the harness's work
     before = [(7, 7, 50 + i, 0x5000) for i in range(10)]      # before the first call: __init__
     few = hook[:code_attribution.BETWEEN_MIN_SAMPLES - 1]                # a destructor's moment
-    assert code_attribution.between_calls(sampled(hook), windows, str(tmp_path), manifest) == (10, 20)
-    assert set(code_attribution.judge_between(10, 20)) == {code_attribution.BETWEEN_FLAG}
+    found = code_attribution.between_calls(sampled(hook), windows, str(tmp_path), manifest)
+    assert found == code_attribution.BetweenCalls(10, 20, 0)
+    assert set(code_attribution.judge_between(found)) == {code_attribution.BETWEEN_FLAG}
     for quiet in (harness, before, few):
         out = code_attribution.between_calls(sampled(quiet), windows, str(tmp_path), manifest)
-        assert code_attribution.judge_between(*out) == {}, out
+        assert code_attribution.judge_between(out) == {}, out
+
+
+def _torch_cpu_symbol(pattern: str) -> tuple[str, int, int]:
+    """(name, link address, size) of the first sized text symbol of libtorch_cpu whose name matches `pattern`."""
+    lib = os.path.join(compute_code.torch_lib_dir(), "libtorch_cpu.so")
+    out = subprocess.run(["nm", "--defined-only", "-S", "-p", lib], capture_output=True, text=True, check=True).stdout
+    rx = re.compile(pattern)
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 4 and parts[2] in "tT" and int(parts[1], 16) >= 16 and rx.search(parts[3]):
+            return parts[3], int(parts[0], 16), int(parts[1], 16)
+    raise AssertionError(f"no symbol of libtorch_cpu matches {pattern}")
+
+
+def test_compute_routines_in_torch_are_located_by_its_symbol_table(tmp_path):
+    """MKL's GEMM is linked into libtorch_cpu, and a hook found in its dynamic symbol table (not imported) can run
+    it between the candidate's calls or inside an allowed op. `compute_code` places libtorch_cpu's compute
+    routines by its static symbol table and each mapping's file offset: MKL's samples between the calls reject
+    (`dynamic:work_between_calls`) and inside an allowed copy are never the copy's; a copy kernel's samples are
+    neither. The placement goes by the mapping's offset, so a library whose first pages lost the execute right
+    (a mapping that starts later) is read the same."""
+    assert compute_code.symbol_table_present(), "libtorch_cpu's symbol table is needed for this check"
+    lib = os.path.join(compute_code.torch_lib_dir(), "libtorch_cpu.so")
+    vaddr, offset = compute_code.exec_segment(lib)
+    gemm_name, gemm, _ = _torch_cpu_symbol(r"^mkl_blas_.*sgemm")
+    copy_name, copy, _ = _torch_cpu_symbol(r"copy_kernel")
+    assert compute_code.COMPUTE_SYMBOLS.match(gemm_name) and not compute_code.COMPUTE_SYMBOLS.match(copy_name)
+    for skip in (0, 0x10000):  # the whole segment mapped, or its first pages no longer executable
+        lo = 0x7F0000000000 + skip
+        hi = 0x7F0000000000 + (1 << 31)
+        snap = code_sampler.MapsSnapshot(7, 10, 10_000, ((lo, hi, lib),))
+        offsets = {(7, lo, hi): offset + skip}
+        at_gemm, at_copy = lo - skip + gemm - vaddr + 8, lo - skip + copy - vaddr + 8
+        windows = [(100, 200), (300, 400)]
+        inside = [(7, 7, 150 + i, at_copy) for i in range(20)]
+        hook = [(7, 7, 210 + i, at_gemm) for i in range(10)]
+        harness = [(7, 7, 210 + i, at_copy) for i in range(10)]
+        found = code_attribution.between_calls(_sampled_at(snap, inside + hook, offsets), windows, str(tmp_path), {})
+        assert found == code_attribution.BetweenCalls(0, 0, 10), (skip, found)
+        assert "compute routine" in code_attribution.judge_between(found)[code_attribution.BETWEEN_FLAG]
+        quiet = code_attribution.between_calls(_sampled_at(snap, inside + harness, offsets), windows, str(tmp_path), {})
+        assert code_attribution.judge_between(quiet) == {}, quiet
+        # inside an allowed copy's window that wrote 8 MiB (budget: 69 samples): MKL stays foreign, a copy does not
+        op = [(1, 100, 200, 8 << 20)]
+        in_op = [(7, 7, 150 + i, at_gemm) for i in range(20)]
+        shares = code_attribution.attribute(_sampled_at(snap, in_op, offsets), [(100, 200)], str(tmp_path),
+                                            {}, op)
+        assert shares.foreign == 20 and shares.torch_op == 0, shares
+        shares = code_attribution.attribute(_sampled_at(snap, inside, offsets), [(100, 200)], str(tmp_path),
+                                            {}, op)
+        assert shares.torch_op == 20 and shares.foreign == 0, shares
+
+
+def _sampled_at(snap: code_sampler.MapsSnapshot, samples: list, offsets: dict) -> code_sampler.Sampled:
+    return code_sampler.Sampled(tuple(samples), 0, (snap,), code_sampler.DEFAULT_PERIOD_NS, {}, {7: 1}, offsets=offsets)

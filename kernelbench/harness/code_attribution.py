@@ -39,6 +39,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from kernelbench.harness import compute_code
 from kernelbench.harness.code_sampler import Sampled
 
 FLAG = "dynamic:library_compute"
@@ -193,6 +194,7 @@ def attribute(sampled: Sampled, windows_ns: list[tuple[int, int]], ext_dir: str,
     pool = no_data_budget_samples(no_data_ops, sampled.period_ns)
     used: collections.Counter = collections.Counter()
     regions = _regions(sampled, starts[0] if starts else 0)
+    compute = compute_code.Locator(sampled.offsets)
     counts = collections.Counter()
     unattributed = 0
     by_object = {k: collections.Counter() for k in ("foreign", "runtime", "candidate", "torch_op")}
@@ -208,6 +210,8 @@ def attribute(sampled: Sampled, windows_ns: list[tuple[int, int]], ext_dir: str,
         # thread (host tid == pid), the only thread that calls the candidate
         inner = sampled.inner_pids.get(pid, -1) if tid == pid else -1
         op = _op_at(op_wins[inner], t) if kind == "foreign" and inner in op_wins else -1
+        if op >= 0 and compute.is_compute(pid, row, ip):  # no allowed op runs a GEMM (`compute_code`)
+            op, name = -1, f"{name} (a compute routine, inside an allowed op)"
         if op >= 0:
             budget = op_wins[inner][1][op][2]
             key = (inner, op) if budget else "no data"
@@ -257,49 +261,70 @@ def judge(shares: CodeShares, policy: str, which: str = "") -> dict[str, str]:
 
 BETWEEN_FLAG = "dynamic:work_between_calls"
 BETWEEN_MIN_SAMPLES = 4
-"""Samples of the candidate's own code between its calls (after the first, before the last) that reject: 2 ms of
-CPU. An honest kernel's code runs only when it is called; between calls the run child does the harness's work
-(inputs written by torch's own ops, copies held for checks), none of it in the candidate's library."""
+"""Samples of the candidate's own code, or of a compute routine linked into torch (`compute_code`), between its
+calls (after the first, before the last) that reject: 2 ms of CPU. An honest kernel's code runs only when it is
+called; between calls the run child does the harness's work (inputs written by torch's own ops, copies held
+for checks), none of it in the candidate's library or in a GEMM (30 honest CPU solutions: 0 samples of either)."""
+
+
+@dataclass(frozen=True)
+class BetweenCalls:
+    """Samples from the first call's start to the last call's end, over every task of the child."""
+
+    candidate_outside: int
+    """Of the candidate's own code, outside every call window."""
+    candidate_inside: int
+    """Of the candidate's own code, inside the windows."""
+    compute_outside: int = 0
+    """In a compute routine linked into torch (MKL, oneDNN, a GEMM), outside every call window."""
 
 
 def between_calls(sampled: Sampled, windows_ns: list[tuple[int, int]], ext_dir: str,
-                  manifest: dict[str, dict[str, str]]) -> tuple[int, int]:
-    """(samples of the candidate's own code outside every call window, from the first call's start to the last
-    call's end; samples of its code inside the windows), over every task of the child.
+                  manifest: dict[str, dict[str, str]]) -> BetweenCalls:
+    """What ran between the candidate's calls that the harness's own work never runs.
 
     Why: a hook in torch (an op observer, a replaced allocator's deleter, a storage deleter) runs the candidate's
     code inside the harness's own work between calls, where no timed trial and no call window is: an observer
     on the `addcmul` that writes the next call's inputs computed L1/10_sum_dim's answer there and `forward`
     returned it (`correct` at 8.7-9.6x). Whatever installs the hook, its code is the candidate's and the
-    sampler sees where it ran."""
+    sampler sees where it ran; and when the hook hands the work to MKL (found in libtorch_cpu's symbol table,
+    not imported: `tests/adversarial/found_allocator_gemm.py`), the samples fall in a compute routine."""
     wins = sorted((int(a), int(b)) for a, b in windows_ns if b >= a)
     if not wins:
-        return 0, 0
+        return BetweenCalls(0, 0)
     starts = [w[0] for w in wins]
     first, last = wins[0][0], max(b for _, b in wins)
     regions = _regions(sampled, first)
-    outside = inside = 0
+    compute = compute_code.Locator(sampled.offsets)
+    outside = inside = gemm = 0
     for pid, _, t, ip in sampled.samples:
         if not first <= t <= last or pid not in regions:
             continue
-        kind, _ = _classify(_where(regions, pid, ip), pid, sampled, ext_dir, manifest)
-        if kind != "candidate":
-            continue
-        if _inside(starts, wins, t):
-            inside += 1
-        else:
-            outside += 1
-    return outside, inside
+        row = _where(regions, pid, ip)
+        kind, _ = _classify(row, pid, sampled, ext_dir, manifest)
+        within_call = _inside(starts, wins, t)
+        if kind == "candidate":
+            if within_call:
+                inside += 1
+            else:
+                outside += 1
+        elif kind == "foreign" and not within_call and compute.is_compute(pid, row, ip):
+            gemm += 1
+    return BetweenCalls(outside, inside, gemm)
 
 
-def judge_between(outside: int, inside: int) -> dict[str, str]:
-    """`BETWEEN_FLAG` when the candidate's code ran between its calls (`between_calls`), under either policy: work
-    done outside the calls is work the timing does not see."""
-    if outside < BETWEEN_MIN_SAMPLES:
-        return {}
-    return {BETWEEN_FLAG: f"{outside} samples of the candidate's own code ran between its calls (against {inside} "
-                          "inside them): a hook in torch's ops or allocator, or a deleter, ran it during the "
-                          "harness's own work, where no timing sees it"}
+def judge_between(found: BetweenCalls) -> dict[str, str]:
+    """`BETWEEN_FLAG` when the candidate's code or a compute routine ran between its calls (`between_calls`),
+    under either policy: work done outside the calls is work the timing does not see."""
+    if found.candidate_outside >= BETWEEN_MIN_SAMPLES:
+        return {BETWEEN_FLAG: f"{found.candidate_outside} samples of the candidate's own code ran between its calls "
+                              f"(against {found.candidate_inside} inside them): a hook in torch's ops or allocator, "
+                              "or a deleter, ran it during the harness's own work, where no timing sees it"}
+    if found.compute_outside >= BETWEEN_MIN_SAMPLES:
+        return {BETWEEN_FLAG: f"{found.compute_outside} samples between the candidate's calls ran in a compute routine "
+                              "linked into torch (MKL, oneDNN, a GEMM), which the harness's own work there never "
+                              "runs: a hook ran it, where no timing sees it"}
+    return {}
 
 
 def within(windows_ns: list[tuple[int, int]], spans_ns: tuple[tuple[int, int], ...]) -> list[tuple[int, int]]:

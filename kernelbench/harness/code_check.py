@@ -117,7 +117,7 @@ class CodeCheck:
                 raise CodeCheckUnavailable(f"the check of which code ran did not hold: {why}")
             return {UNSAMPLED: why}
         log.info("which code ran (%s): %s; runtime: %s", policy, shares.summary(), shares.runtime_objects)
-        found = code_attribution.judge_between(*code_attribution.between_calls(
+        found = code_attribution.judge_between(code_attribution.between_calls(
             self.sampled, list(res.call_windows_ns), self.ext_dir, self.manifest))
         found = found or code_attribution.judge(shares, policy)
         timed = code_attribution.within(list(res.call_windows_ns), timed_spans_ns) if policy == "strict" else []

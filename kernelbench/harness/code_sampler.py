@@ -106,6 +106,8 @@ class Sampled:
     itself (`NSpid` in /proc/<pid>/status); read with the first maps snapshot of each process."""
     flooded_pids: tuple[int, ...] = ()
     """Processes whose mappings ran past `MAPS_MAX_BYTES` (not read again)."""
+    offsets: dict[tuple[int, int, int], int] = field(default_factory=dict)
+    """(pid, start, end) -> the file offset of that executable mapping (`compute_code` places symbols by it)."""
 
 
 def _perf_event_open(attr: _Attr, pid: int, cpu: int, flags: int) -> int:
@@ -121,9 +123,11 @@ def _perf_event_open(attr: _Attr, pid: int, cpu: int, flags: int) -> int:
     return fd
 
 
-def read_exec_maps(pid: int, max_bytes: int = MAPS_MAX_BYTES) -> tuple[tuple[int, int, str], ...] | None:
+def read_exec_maps(pid: int, max_bytes: int = MAPS_MAX_BYTES,
+                   offsets: dict[tuple[int, int, int], int] | None = None) -> tuple[tuple[int, int, str], ...] | None:
     """Executable mappings of `pid` ((start, end, path); "" anonymous, "[vdso]"-style names kept); () when the
-    process is gone; None when its maps run past `max_bytes` (read no further)."""
+    process is gone; None when its maps run past `max_bytes` (read no further). `offsets`: filled with each
+    mapping's file offset, keyed (pid, start, end)."""
     try:
         with open(f"/proc/{pid}/maps") as f:
             text = f.read(max_bytes + 1)
@@ -139,6 +143,8 @@ def read_exec_maps(pid: int, max_bytes: int = MAPS_MAX_BYTES) -> tuple[tuple[int
             continue
         lo, hi = parts[0].split("-")
         out.append((int(lo, 16), int(hi, 16), parts[5].strip() if len(parts) > 5 else ""))
+        if offsets is not None:
+            offsets[(pid, out[-1][0], out[-1][1])] = int(parts[2], 16)
     return tuple(out)
 
 
@@ -207,6 +213,7 @@ class CodeSampler:
         self._last: dict[int, int] = {}
         self._inner: dict[int, int] = {}
         self._flooded: set[int] = set()
+        self._offsets: dict[tuple[int, int, int], int] = {}
         self._hashed_bytes = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -273,7 +280,7 @@ class CodeSampler:
             if pid in self._flooded or (only is not None and pid not in only):
                 continue
             t0 = time.monotonic_ns()
-            regions = read_exec_maps(pid)
+            regions = read_exec_maps(pid, offsets=self._offsets)
             if regions is None:
                 self._flooded.add(pid)
                 continue
@@ -322,7 +329,7 @@ class CodeSampler:
             ring.drain(self._samples, self._lost)
         self.close()
         return Sampled(tuple(self._samples), self._lost[0], tuple(self._maps), self.period_ns, dict(self._digests),
-                       dict(self._inner), tuple(sorted(self._flooded)))
+                       dict(self._inner), tuple(sorted(self._flooded)), dict(self._offsets))
 
     def close(self) -> None:
         for ring in self._rings:

@@ -90,7 +90,8 @@ RULES = (
     # 8.7-9.6x); a replaced CPU allocator (`c10::SetCPUAllocator`) did the same from a deleter (L1/01_relu 12.5x),
     # or ran MKL inside an allowed copy. No kernel needs either. Covers: RecordFunction callbacks and guards,
     # the allocator setters. Not covered: the same functions reached without importing them (found in
-    # libtorch's symbol table): `code_attribution`'s rule on the candidate's code between calls is the backstop.
+    # libtorch's symbol table): `code_attribution`'s rule on the candidate's code, and on compute routines linked
+    # into torch (`compute_code`), between calls is the backstop.
     Rule("build:torch_hooks", "a hook into torch's own ops or allocator (code that runs inside the harness's work)",
          (r"^at::(addGlobalCallback|addThreadLocalCallback|removeCallback|clearCallbacks|clearGlobalCallbacks"
           r"|clearThreadLocalCallbacks|enableRecordFunction|RecordFunctionGuard|RecordFunctionCallback"
