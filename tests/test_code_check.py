@@ -356,6 +356,17 @@ def test_the_candidates_code_between_its_calls_is_rejected(tmp_path):
     for quiet in (harness, before, few):
         out = code_attribution.between_calls(sampled(quiet), windows, str(tmp_path), manifest)
         assert code_attribution.judge_between(out) == {}, out
+    # foreign code outside torch's, numpy's and the interpreter's folders (another BLAS) or anonymous memory
+    # between the calls is counted with the compute routines; numpy's generator (the harness's inputs) is not
+    numpy_dir = next(d for d in compute_code.harness_dirs() if d.endswith("numpy"))
+    for path, counted in (("/usr/lib/x86_64-linux-gnu/libopenblas.so.0", True), ("", True),
+                          (os.path.join(numpy_dir, "random", "_pcg64.cpython-311-x86_64-linux-gnu.so"), False)):
+        other = code_sampler.MapsSnapshot(7, 10, 10_000, snap.regions + ((0x9000, 0xA000, path),))
+        found = code_attribution.between_calls(
+            code_sampler.Sampled(tuple(inside + [(7, 7, 210 + i, 0x9000) for i in range(10)]), 0, (other,),
+                                 code_sampler.DEFAULT_PERIOD_NS, {(7, 0x5000, 0x6000): "a" * 64}),
+            windows, str(tmp_path), manifest)
+        assert found.compute_outside == (10 if counted else 0), (path, found)
 
 
 def _torch_cpu_symbol(pattern: str) -> tuple[str, int, int]:

@@ -276,7 +276,8 @@ class BetweenCalls:
     candidate_inside: int
     """Of the candidate's own code, inside the windows."""
     compute_outside: int = 0
-    """In a compute routine linked into torch (MKL, oneDNN, a GEMM), outside every call window."""
+    """Outside every call window, in a compute routine linked into torch (MKL, oneDNN, a GEMM) or in foreign code
+    the harness's own work never runs (any object outside `compute_code.harness_dirs`, anonymous memory)."""
 
 
 def between_calls(sampled: Sampled, windows_ns: list[tuple[int, int]], ext_dir: str,
@@ -288,7 +289,10 @@ def between_calls(sampled: Sampled, windows_ns: list[tuple[int, int]], ext_dir: 
     on the `addcmul` that writes the next call's inputs computed L1/10_sum_dim's answer there and `forward`
     returned it (`correct` at 8.7-9.6x). Whatever installs the hook, its code is the candidate's and the
     sampler sees where it ran; and when the hook hands the work to MKL (found in libtorch_cpu's symbol table,
-    not imported: `tests/adversarial/found_allocator_gemm.py`), the samples fall in a compute routine."""
+    not imported: `tests/adversarial/found_allocator_blas.py`), the samples fall in a compute routine. The
+    harness's own work there runs torch's copy, `addcmul` and `mul` kernels, numpy's generator and the
+    runtime; so a sample in foreign code outside torch's, numpy's and the interpreter's folders (another BLAS,
+    a copied library, anonymous memory) is counted with the compute routines."""
     wins = sorted((int(a), int(b)) for a, b in windows_ns if b >= a)
     if not wins:
         return BetweenCalls(0, 0)
@@ -308,7 +312,8 @@ def between_calls(sampled: Sampled, windows_ns: list[tuple[int, int]], ext_dir: 
                 inside += 1
             else:
                 outside += 1
-        elif kind == "foreign" and not within_call and compute.is_compute(pid, row, ip):
+        elif kind == "foreign" and not within_call and (
+                row is None or not compute_code.harness_object(row[2]) or compute.is_compute(pid, row, ip)):
             gemm += 1
     return BetweenCalls(outside, inside, gemm)
 
@@ -322,8 +327,9 @@ def judge_between(found: BetweenCalls) -> dict[str, str]:
                               "or a deleter, ran it during the harness's own work, where no timing sees it"}
     if found.compute_outside >= BETWEEN_MIN_SAMPLES:
         return {BETWEEN_FLAG: f"{found.compute_outside} samples between the candidate's calls ran in a compute routine "
-                              "linked into torch (MKL, oneDNN, a GEMM), which the harness's own work there never "
-                              "runs: a hook ran it, where no timing sees it"}
+                              "linked into torch (MKL, oneDNN, a GEMM) or in code outside torch, numpy and the "
+                              "interpreter, which the harness's own work there never runs: a hook ran it, where "
+                              "no timing sees it"}
     return {}
 
 

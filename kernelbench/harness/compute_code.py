@@ -30,6 +30,7 @@ import os
 import re
 import struct
 import subprocess
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,6 +156,28 @@ def ranges_for(path: str) -> ComputeRanges | None:
     except OSError:
         return None
     return _ranges(real, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=1)
+def harness_dirs() -> tuple[str, ...]:
+    """Folders whose native code the harness's own work between calls runs: torch's package (its `lib` and its
+    Python bindings), numpy's (the input sets' generator, `_pcg64` and `_multiarray_umath`) and the
+    interpreter's extension modules (`lib-dynload`: `_struct`)."""
+    dirs = []
+    for name in ("torch", "numpy"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            dirs.extend(os.path.realpath(d) for d in spec.submodule_search_locations)
+    dirs.append(os.path.realpath(os.path.join(sysconfig.get_path("platstdlib"), "lib-dynload")))
+    return tuple(dict.fromkeys(dirs))
+
+
+def harness_object(path: str) -> bool:
+    """Whether a mapped file lies in one of `harness_dirs` (anonymous memory and "<...>" names never do)."""
+    if not path or path.startswith(("<", "[")):
+        return False
+    real = os.path.realpath(path)
+    return any(real.startswith(d + os.sep) for d in harness_dirs())
 
 
 def symbol_table_present() -> bool:
