@@ -42,7 +42,7 @@ from kernelbench.tasks.catalog import find_task
 from kernelbench.tasks.family import affine_layout
 from kernelbench.tasks.solutions import find_solution
 from train import sft
-from train.rollout import NOISY_FLAGS
+from train.rollout import noisy_rejection
 
 # Imports inside functions: torch, the harness and the trainers (0.1-3 s each to import) load when each stage of the
 # pipeline runs, not when this module is imported for its records and helpers.
@@ -72,7 +72,7 @@ def prebuild(config: TrainConfig, jobs: list[tuple[str, str, str]], say=print) -
         t = time.perf_counter()
         r = evaluate(find_task(task_id), code, config.eval)  # the text parsing gives back, so RL samples hit this build
         retried = ""
-        if r.status == "rejected" and r.flags and set(r.flags) <= NOISY_FLAGS:
+        if noisy_rejection(r):
             # A known-good answer rejected on timing noise alone (a loaded machine disturbs the paired timing):
             # measured once more; a second rejection stands and stops the run (`_check_prebuild`).
             retried = ", ".join(r.flags)

@@ -327,15 +327,18 @@ def test_reusing_evaluator_measures_again_after_a_rejection_on_timing_noise():
     from train.rollout import ReusingEvaluator
 
     verdicts = {"noisy": [EvalResult(status="rejected", flags=("timing_inconsistent",)), EvalResult(status="correct")],
+                # timed twice by the harness (`evaluate.RETIMED`), rejected by the second timing: still noise alone
+                "retimed": [EvalResult(status="rejected", flags=("timing_inconsistent", "retimed")),
+                            EvalResult(status="correct")],
                 "cheat": [EvalResult(status="rejected", flags=("timing_inconsistent", "dynamic:torch_compute_op")),
                           EvalResult(status="correct")]}
 
     inner = _ScriptedEvaluator(verdicts)
     ev = ReusingEvaluator(inner)
     t = Task(id="L1/a", level=1, name="a", origin="builtin", source="x")
-    got = [ev.submit(t, s).result().status for s in ("noisy", "noisy", "noisy", "cheat", "cheat")]
-    assert got == ["rejected", "correct", "correct", "rejected", "rejected"]
-    assert inner.calls == ["noisy", "noisy", "cheat"] and (ev.reused, ev.remeasured) == (2, 1)
+    got = [ev.submit(t, s).result().status for s in ("noisy", "noisy", "noisy", "retimed", "retimed", "cheat", "cheat")]
+    assert got == ["rejected", "correct", "correct", "rejected", "correct", "rejected", "rejected"]
+    assert inner.calls == ["noisy", "noisy", "retimed", "retimed", "cheat"] and (ev.reused, ev.remeasured) == (2, 2)
 
 
 def test_reusing_evaluator_with_retries_measures_a_noisy_rejection_again_before_any_sample_gets_it():

@@ -16,6 +16,9 @@ from agent.episode import EpisodeRunner, Job
 from agent.policy import Policy, SamplingConfig
 from agent.prompts import PromptSettings
 from agent.trajectory import Trajectory
+from kernelbench.harness.code_check import UNSAMPLED
+from kernelbench.harness.evaluate import RETIMED
+from kernelbench.harness.insight.roofline import ABOVE_ROOFLINE
 from kernelbench.tasks.task import Task
 
 
@@ -63,9 +66,17 @@ false rejection of an honest kernel (the cpu-tiny demo's fast answer, under the 
 the reward of every later sample of it, and the run never learned the faster kernel."""
 
 
-def _noisy(result: Any) -> bool:
-    """A rejection whose every flag is a timing-noise one (`NOISY_FLAGS`)."""
-    flags = set(getattr(result, "flags", ()) or ())
+INFORMATIONAL_FLAGS = frozenset({RETIMED, UNSAMPLED, ABOVE_ROOFLINE, "suspicious_speedup"})
+"""Flags that say how a verdict was reached, not what rejected it: a rejection that carries them besides timing-noise
+flags is still one on timing noise alone. Why: since a paired timing whose one fault is unaccounted time is timed
+again (`evaluate.RETIMED`), a rejection that the second timing confirmed reads `timing_inconsistent, retimed`;
+read as a rejection with another flag it was reused, and in one cpu-tiny run a single such verdict on a slow
+answer was served to 16 samples, unmeasured again."""
+
+
+def noisy_rejection(result: Any) -> bool:
+    """A rejection whose every flag, the informational ones aside, is a timing-noise one (`NOISY_FLAGS`)."""
+    flags = set(getattr(result, "flags", ()) or ()) - INFORMATIONAL_FLAGS
     return getattr(result, "status", "") == "rejected" and bool(flags) and flags <= NOISY_FLAGS
 
 
@@ -94,7 +105,8 @@ class ReusingEvaluator:
         with self._lock:
             self.submitted += 1
             shared = self._seen.get(key)
-            again = shared is not None and shared.done() and shared.exception() is None and _noisy(shared.result())
+            again = (shared is not None and shared.done() and shared.exception() is None
+                     and noisy_rejection(shared.result()))
             if shared is None or again:
                 shared = self._seen[key] = self._measured(task, src, group)
                 self.remeasured += again
@@ -120,7 +132,7 @@ class ReusingEvaluator:
         left = [self.noisy_retries]
 
         def _done(f: Future) -> None:
-            if f.exception() is None and _noisy(f.result()) and left[0] > 0:
+            if f.exception() is None and noisy_rejection(f.result()) and left[0] > 0:
                 left[0] -= 1
                 with self._count_lock:  # not `_lock`: `submit` holds it when an inner Future is already done
                     self.remeasured += 1
