@@ -89,7 +89,8 @@ def exec_segment(path: str) -> tuple[int, int] | None:
 
 
 def _cache_file(path: str, st: os.stat_result) -> Path:
-    root = Path(os.environ.get("KERNEL_AGENT_CACHE") or os.path.expanduser("~/.cache/kernel-agent")) / "compute-code"
+    # not under $KERNEL_AGENT_CACHE: that is the build cache's root, whose quota evicts every folder it holds
+    root = Path(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")) / "kernel-agent" / "compute-code"
     key = hashlib.sha256(f"{path}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{COMPUTE_SYMBOLS.pattern}".encode())
     return root / f"{key.hexdigest()[:24]}.json"
 
