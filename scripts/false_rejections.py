@@ -33,13 +33,10 @@ sys.path.insert(0, str(ROOT))
 
 from kernelbench.tasks.builtin import load_builtin  # noqa: E402
 from kernelbench.harness.config import EvalConfig  # noqa: E402
-from kernelbench.harness.evaluate import compile_stage, run_stage  # noqa: E402
+from kernelbench.harness.evaluate import INFORMATIONAL_FLAGS, RETIMED, compile_stage, run_stage  # noqa: E402
 from kernelbench.tasks.solutions import SCALED_INPUTS_UNRELIABLE, list_solutions  # noqa: E402
 
 BUSY_LOOP = "while True:\n    pass\n"
-INFORMATIONAL = ("suspicious_speedup", "above_roofline", "retimed")
-"""Flags a `correct` result may carry that reject nothing (`retimed`: the first paired timing was inconsistent and
-the second cleared it; counted and printed apart)."""
 
 
 def start_load(processes: int) -> list[subprocess.Popen]:
@@ -114,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     def one(i_tid: tuple[int, str]) -> dict:
         i, tid = i_tid
         r = run_stage(staged[tid])
-        bad = [f for f in r.flags if f not in INFORMATIONAL]
+        bad = [f for f in r.flags if f not in INFORMATIONAL_FLAGS]  # `retimed` is counted apart
         row = {"i": i, "task": tid, "status": r.status, "flags": list(r.flags), "speedup": round(r.speedup, 3),
                "rejected": r.status != "correct" or bool(bad), "parent_rss_mib": round(rss_mib())}
         if row["rejected"]:
@@ -132,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                 if row["rejected"]:
                     counts[f"status:{row['status']}"] += 1
                     for f in row["flags"]:
-                        if f not in INFORMATIONAL:
+                        if f not in INFORMATIONAL_FLAGS:
                             counts[f"flag:{f}"] += 1
                     print(f"[{row['i'] + 1}/{args.n}] {row['task']}: {row['status']} {row['flags']}\n"
                           f"    {row['feedback'].strip().splitlines()[0] if row['feedback'].strip() else ''}", flush=True)
@@ -148,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
           f"in {time.time() - t0:.0f} s")
     for key, n in sorted(counts.items()):
         print(f"  {key}: {n}")
-    print(f"retimed (correct after a second timing): {sum('retimed' in r['flags'] for r in rows)}")
+    print(f"retimed (correct after a second timing): {sum(RETIMED in r['flags'] for r in rows)}")
     print(f"rejections: {rejected}")
     return 1 if rejected else 0
 

@@ -422,3 +422,13 @@ def test_compute_routines_in_torch_are_located_by_its_symbol_table(tmp_path):
 
 def _sampled_at(snap: code_sampler.MapsSnapshot, samples: list, offsets: dict) -> code_sampler.Sampled:
     return code_sampler.Sampled(tuple(samples), 0, (snap,), code_sampler.DEFAULT_PERIOD_NS, {}, {7: 1}, offsets=offsets)
+
+
+def test_a_symbol_table_nm_cannot_read_is_an_error_not_an_empty_one(tmp_path):
+    """`compute_code` reads torch's symbol tables with `nm`: a file without symbols has no compute routines, but a
+    failing `nm` must not read as that (the check between calls would quietly lose its compute routines)."""
+    not_elf = tmp_path / "libtorch_cpu.so"
+    not_elf.write_text("not an object file\n")
+    with pytest.raises(RuntimeError, match="nm could not read"):
+        compute_code._read_symbols(str(not_elf))
+    assert compute_code._read_symbols("/bin/true") == []  # stripped: "no symbols", an empty table

@@ -16,9 +16,7 @@ from agent.episode import EpisodeRunner, Job
 from agent.policy import Policy, SamplingConfig
 from agent.prompts import PromptSettings
 from agent.trajectory import Trajectory
-from kernelbench.harness.code_check import UNSAMPLED
-from kernelbench.harness.evaluate import RETIMED
-from kernelbench.harness.insight.roofline import ABOVE_ROOFLINE
+from kernelbench.harness.evaluate import INFORMATIONAL_FLAGS
 from kernelbench.tasks.task import Task
 
 
@@ -66,16 +64,12 @@ false rejection of an honest kernel (the cpu-tiny demo's fast answer, under the 
 the reward of every later sample of it, and the run never learned the faster kernel."""
 
 
-INFORMATIONAL_FLAGS = frozenset({RETIMED, UNSAMPLED, ABOVE_ROOFLINE, "suspicious_speedup"})
-"""Flags that say how a verdict was reached, not what rejected it: a rejection that carries them besides timing-noise
-flags is still one on timing noise alone. Why: since a paired timing whose one fault is unaccounted time is timed
-again (`evaluate.RETIMED`), a rejection that the second timing confirmed reads `timing_inconsistent, retimed`;
-read as a rejection with another flag it was reused, and in one cpu-tiny run a single such verdict on a slow
-answer was served to 16 samples, unmeasured again."""
-
-
 def noisy_rejection(result: Any) -> bool:
-    """A rejection whose every flag, the informational ones aside, is a timing-noise one (`NOISY_FLAGS`)."""
+    """A rejection whose every flag, the informational ones aside (`evaluate.INFORMATIONAL_FLAGS`), is a
+    timing-noise one (`NOISY_FLAGS`). Why aside: since a paired timing whose one fault is unaccounted time is timed
+    again, a rejection the second timing confirmed reads `timing_inconsistent, retimed`; read as a rejection with
+    another flag it was reused, and in one cpu-tiny run a single such verdict on a slow answer was served to 16
+    samples, unmeasured again."""
     flags = set(getattr(result, "flags", ()) or ()) - INFORMATIONAL_FLAGS
     return getattr(result, "status", "") == "rejected" and bool(flags) and flags <= NOISY_FLAGS
 

@@ -98,10 +98,12 @@ def _cache_file(path: str, st: os.stat_result) -> Path:
 def _read_symbols(path: str) -> list[tuple[int, int]]:
     """[start, end) of every sized text symbol of `path` whose name is a compute routine's (`nm`, the static
     symbol table; [] when the file has none)."""
-    out = subprocess.run(["nm", "--defined-only", "-S", "-p", path], capture_output=True, text=True,
-                         timeout=NM_TIMEOUT_S, check=False).stdout
+    done = subprocess.run(["nm", "--defined-only", "-S", "-p", path], capture_output=True, text=True,
+                          timeout=NM_TIMEOUT_S, check=False)
+    if done.returncode != 0 and "no symbols" not in done.stderr:  # a failing tool must not read as "no routines"
+        raise RuntimeError(f"nm could not read {path} (exit {done.returncode}): {done.stderr.strip()[:300]}")
     spans = []
-    for line in out.splitlines():
+    for line in done.stdout.splitlines():
         parts = line.split()
         if len(parts) == 4 and parts[2] in "tTwWi" and COMPUTE_SYMBOLS.match(parts[3]):
             start, size = int(parts[0], 16), int(parts[1], 16)
@@ -135,6 +137,10 @@ def _ranges(path: str, ino: int, size: int, mtime_ns: int) -> ComputeRanges | No
     except (OSError, ValueError, KeyError, TypeError):
         pass
     starts, ends = _merge(_read_symbols(path))
+    if not starts and os.path.basename(path).startswith("libtorch_cpu"):
+        log.warning("%s has no static symbol table (a stripped torch): compute routines inside it cannot be told "
+                    "from torch's own ops, and the check of which code ran between calls sees only the candidate's "
+                    "code and other libraries (docs/harness.md, \"Compute routines inside torch\")", path)
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")

@@ -120,6 +120,12 @@ run-queue waits land between trials on one side more than on the other; `python3
 VM was noisier, with and without the week's other changes. A candidate whose reported times leave its blocks
 short does so again and stays rejected; one whose lie is caught one time in q passes twice as often as before
 at most (1 - q^2 against 1 - q)."""
+SUSPICIOUS_SPEEDUP = "suspicious_speedup"
+INFORMATIONAL_FLAGS = frozenset({SUSPICIOUS_SPEEDUP, triton_kernels.INTERPRETED, RETIMED, code_check.UNSAMPLED,
+                                 SHARED_TIMING_GPU, roofline.ABOVE_ROOFLINE})
+"""The flags `run_stage` adds that reject nothing: they say how a verdict was reached (timed twice, re-verified,
+unsampled, on a shared GPU, above the roofline), never what rejected it. Readers that ask what rejected a
+result (`train.rollout.noisy_rejection`, `scripts/false_rejections.py`) set these aside."""
 
 
 def run_stage(staged: Staged, share: Share | None = None) -> EvalResult:
@@ -177,8 +183,8 @@ def _run_stage(staged: Staged, share: Share | None) -> EvalResult:
         if verdict.status == CORRECT and speedup > config.suspicious_speedup:
             # fresh seeds of its own, never the group's: a cache or a lucky draw does not repeat
             again, ref2, _ = measure_once(staged, slot)
-            flags.append("suspicious_speedup")
-            reasons["suspicious_speedup"] = f"measured {speedup:.1f}x; re-verified with fresh inputs"
+            flags.append(SUSPICIOUS_SPEEDUP)
+            reasons[SUSPICIOUS_SPEEDUP] = f"measured {speedup:.1f}x; re-verified with fresh inputs"
             if again.status != CORRECT:
                 verdict = again
                 flags += [f for f in again.flags if f not in flags]
@@ -199,7 +205,7 @@ def _run_stage(staged: Staged, share: Share | None) -> EvalResult:
         return harness_error(staged.task, config, verdict.detail, compiled=True,
                              compile_s=build.compile_s if build else 0.0, run_s=verdict.run_s, conditions=cond)
     correct = verdict.status == CORRECT
-    status = REJECTED if flags and any(f != "suspicious_speedup" for f in flags) else verdict.status
+    status = REJECTED if flags and any(f != SUSPICIOUS_SPEEDUP for f in flags) else verdict.status
     correct = correct and status == CORRECT
     if interpreted:  # after the verdict: the flag rejects nothing, it withholds the speedup
         flags.append(triton_kernels.INTERPRETED)
