@@ -220,9 +220,17 @@ ATTACKS = [
     Attack("observer_between_calls.py", task="builtin_sum", static_flags=("static:dispatch_bypass",),
            flags=("dynamic:work_between_calls",)),
     Attack("allocator_between_calls.py", task="builtin_relu", static_flags=("static:dispatch_bypass",),
+           statuses=(CORRECT,), max_speedup=1.5),
+    # The same hook found in libc10's symbol table (no import), with MKL or ATen's own multiply doing the work when
+    # the harness freed a temporary right after a call's last input write (14.8x with ATen): nothing is allocated
+    # or freed there now, so the hook only sees inputs already used and the candidate's own loop is timed.
+    Attack("found_allocator_blas.py", task="builtin_scale", statuses=(CORRECT,), max_speedup=1.5),
+    Attack("found_allocator_aten.py", task="builtin_scale", static_flags=("static:dispatch_bypass",),
+           statuses=(CORRECT,), max_speedup=1.5),
+    # The interpreter as the trigger (a pending call, found in libpython's table): MKL between the calls, located
+    # by libtorch's symbol table, and the candidate's own code polling there.
+    Attack("found_pending_call_blas.py", task="builtin_scale", static_flags=("static:python_objects",),
            flags=("dynamic:work_between_calls",)),
-    # The same hook found in libc10's symbol table (no import), with MKL doing the work: located by libtorch's.
-    Attack("found_allocator_blas.py", task="builtin_scale", flags=("dynamic:work_between_calls",)),
     # MKL's sgemm_ found through dl_iterate_phdr and libtorch_cpu's symbol table: judged by which code ran.
     Attack("cpp_found_blas.py", task="linear", flags=("dynamic:library_compute",)),
     # The mappings the parent parses to attribute samples are the candidate's making: bounded reads.
@@ -643,7 +651,8 @@ def test_adversarial_candidates_share_their_builds():
     # are its padded variant and the deleter's; the set-schedule reader keeps state a library of its own holds, as
     # does the allocator found in libc10
     own = {"hardcoded_shape.py", "hardcoded_shape_checked.py", "shape_fast_path.py", "cpp_found_blas.py",
-           "found_blas_padded.py", "deleter_in_allowed_op.py", "set_schedule_skip.py", "found_allocator_blas.py"}
+           "found_blas_padded.py", "deleter_in_allowed_op.py", "set_schedule_skip.py", "found_allocator_blas.py",
+           "found_allocator_aten.py", "found_pending_call_blas.py"}
     assert all('name="adv_kernels"' in source(a.file) or 'name="adv_integrity"' in source(a.file)
                for a in ATTACKS if not a.static_flags and "load_inline" in source(a.file) and a.file not in own)
 

@@ -61,6 +61,37 @@ def test_check_and_timed_values_come_from_one_function():
     assert [b._version - v for b, v in zip(buffers[:2], versions)] == [1, 1]
     two = [torch.ones(100), torch.ones(100)]  # equal tensors of one set get their own factors
     assert not torch.equal(*timing.check_inputs(two, 7))
+    others = [torch.randn(50, dtype=torch.complex64), torch.randn(50).half(), torch.randn(50).bfloat16()]
+    written = timing.Perturbation(others).write(timing.fresh_buffers(others), 3)
+    for w, c, b in zip(written, timing.check_inputs(others, 3), others):  # complex levels: the same numbers both ways
+        assert w.dtype == b.dtype and torch.equal(w, c) and not torch.equal(w, b)
+
+
+def test_nothing_is_allocated_or_freed_between_a_calls_last_write_and_the_call():
+    """A freed temporary runs its deleter: a candidate that replaced the CPU allocator computed each timed call's
+    answer there from the freshly written buffer (`tests/adversarial/found_allocator_aten.py`). The profiler's
+    memory events between each call's last input write (`addcmul` or `copy_`) and the call: none (12 of 12
+    calls had one before `Perturbation.write` kept its levels alive)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    def forward(x, y, n):
+        with record_function("candidate_forward"):
+            return x * 2
+
+    sets = [[torch.randn(64, 256), torch.randn(64, 256), 3], [torch.randn(64, 256), torch.randn(64, 256), 3]]
+    m = timing.Measurement(forward, sets, "cpu", lambda *a: None, [(0, 5), (1, 6)])
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        m.warm_up(2)
+        m.block(8, checks=2)
+        m.verify(leftovers=False)
+    events = prof.events()
+    writes = [e.time_range.end for e in events if e.name in ("aten::addcmul", "aten::copy_")]
+    memory = [e.time_range.start for e in events if e.name == "[memory]"]
+    calls = [e.time_range.start for e in events if e.name == "candidate_forward"]
+    assert len(calls) == 2 + 8 + 2 + 2 and memory  # the profiler saw allocations (the levels, the outputs)
+    for start in calls:
+        last_write = max(t for t in writes if t <= start)
+        assert [t for t in memory if last_write <= t <= start] == []
 
 
 def test_op_policy_is_judged_on_every_call():
@@ -147,3 +178,20 @@ def test_op_windows_are_per_thread_bounded_and_skip_subclasses():
         for _ in range(10):
             x.fill_(2.0)
     assert len(tracer.windows) == 6
+
+
+def test_a_kernel_registered_over_an_input_write_op_changes_the_dispatch_tables():
+    """The dispatcher tables the run child compares after every phase cover the ops that write the calls' inputs
+    (`call_checks.INPUT_WRITE_OPS`), not only those a candidate may call: a kernel over `aten::addcmul.out` would
+    run inside the last write before every call."""
+    from kernelbench.harness.child.call_checks import DispatchTables
+
+    tables = DispatchTables()
+    assert "aten::addcmul.out" in tables.names and "aten::copy_" in tables.names and tables.changed() == []
+    lib = torch.library.Library("aten", "IMPL")
+    try:
+        lib.impl("addcmul.out", lambda *args, **kwargs: None, "CPU")
+        assert tables.changed() == ["the dispatcher's kernels for aten::addcmul.out"]
+    finally:
+        lib._destroy()
+    assert tables.changed() == []

@@ -1,13 +1,14 @@
 """Attack: compute the answer in a replaced CPU allocator's deleter, during the harness's own work between calls.
 `c10::SetCPUAllocator` wraps torch's allocator; when the harness frees the factor tensor right after writing the
-next call's inputs (`call_inputs.Perturbation._scaled`), the deleter computes the ReLU of the new buffer and
+next call's inputs (`call_inputs.Perturbation.write`, as it was), the deleter computes the ReLU of the new buffer and
 `forward` returns it when the buffer's identity and version match: `correct` at 12.5-15x on L1/01_relu (the
 honest loop: 0.85x), outside every call window and timed trial.
 
-Defence: the build's imports (`build:torch_hooks`) and spellings (`static:dispatch_bypass`); by itself, the
-sampler: the candidate's own code between its calls (`dynamic:work_between_calls`: 265 samples between the
-calls against 89 inside them).
-Expected: rejected, static:dispatch_bypass (static checks on); rejected, dynamic:work_between_calls (off).
+Defence: the build's imports (`build:torch_hooks`) and spellings (`static:dispatch_bypass`); by itself, nothing is
+allocated or freed between a call's last input write and the call (`call_inputs.Perturbation.write`), so the deleter
+sees only inputs already used; before that, the sampler: the candidate's own code between its calls
+(`dynamic:work_between_calls`: 265 samples between the calls against 89 inside them).
+Expected: rejected, static:dispatch_bypass (static checks on); correct at the honest loop's speed (off).
 """
 import torch
 import torch.nn as nn

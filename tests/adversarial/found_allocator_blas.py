@@ -2,14 +2,16 @@
 and `c10::GetCPUAllocator` are found in libc10's dynamic symbol table and MKL's `scopy_` / `sscal_` in
 libtorch_cpu's (through `dl_iterate_phdr`, as `cpp_found_blas.py` finds `sgemm_`): no import names a hook or a
 BLAS routine. When the harness frees the factor tensor right after writing the next call's input
-(`call_inputs.Perturbation._scaled`), the replaced allocator's deleter has MKL compute `a * s` of the new buffer,
+(`call_inputs.Perturbation.write`, as it was), the replaced allocator's deleter has MKL compute `a * s` of the new buffer,
 and `forward` returns it when the buffer's identity and version match; every other call runs the candidate's own
 loop. Between the calls only a few instructions of the candidate's code run (under the rule on its own code
 between calls), the rest is MKL's: `correct` at several times the honest speed on L1/26_matrix_scalar_multiply.
 
-Defence: samples between the calls in a compute routine linked into torch (MKL, oneDNN, a GEMM), located by
-libtorch_cpu's symbol table and each mapping's file offset (`compute_code`): `dynamic:work_between_calls`.
-Expected: rejected, dynamic:work_between_calls (static checks on and off).
+Defences: nothing is allocated or freed between a call's last input write and the call (`call_inputs.Perturbation.write`
+keeps the factor levels alive until the next write), so the deleter only ever sees inputs already used and
+`forward` runs its own loop; and MKL's samples between the calls, were they there, are `dynamic:work_between_calls`
+(`compute_code`: `found_pending_call_blas.py` reaches the same MKL through another trigger).
+Expected: correct at the honest loop's speed (static checks on and off).
 """
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

@@ -99,24 +99,41 @@ class Perturbation:
         self.values = values
         self.terms = [(torch.mul(v, low), torch.mul(v, step)) if _is_scaled(v) else None for v in values]
 
-    def _scaled(self, i: int, seed: int, out: torch.Tensor | None) -> torch.Tensor:
-        base_low, base_step = self.terms[i]
-        real = base_low.real.dtype if base_low.is_complex() else base_low.dtype
-        levels = _levels(base_low, seed, i).to(dtype=real)
-        return torch.addcmul(base_low, base_step, levels, out=out) if out is not None else torch.addcmul(base_low, base_step, levels)
+    def _levels(self, i: int, seed: int) -> torch.Tensor:
+        """Input `i`'s factor levels for `seed`, in its own dtype: a complex input's too, so the `addcmul` that
+        writes it has one dtype throughout and makes no cast copy of its own (`write`)."""
+        return _levels(self.terms[i][0], seed, i).to(dtype=self.terms[i][0].dtype)
 
     def fresh(self, seed: int) -> list[Any]:
         """The values for `seed`, in fresh tensors (integer tensors cloned)."""
-        return [self._scaled(i, seed, None) if t is not None else (v.clone() if isinstance(v, torch.Tensor) else v)
+        return [torch.addcmul(t[0], t[1], self._levels(i, seed)) if t is not None
+                else (v.clone() if isinstance(v, torch.Tensor) else v)
                 for i, (v, t) in enumerate(zip(self.values, self.terms))]
 
     def write(self, buffers: list[Any], seed: int) -> list[Any]:
         """The values for `seed` written into `buffers`, one write per tensor as `write_inputs` does (the
         floating ones by the `addcmul` that computes them, `out=` the buffer: its version counter rises by
-        one, as a `copy_`'s does); returns the call's arguments."""
+        one, as a `copy_`'s does); returns the call's arguments.
+
+        Why every level first and none freed here: nothing may be allocated or freed between a call's last write
+        and the call. A freed temporary runs its deleter, and a candidate that replaced the CPU allocator (found
+        in libc10's symbol table, no import) had its deleter compute the call's answer from the freshly written
+        buffer with ATen's own multiply, between the calls where only the harness's kernels are expected:
+        `tests/adversarial/found_allocator_aten.py`, `correct` at 14.8x on L1/26 before. The levels of the last
+        write stay alive (`_HELD`) until the next write begins, when the buffers still hold the inputs already
+        used."""
+        _HELD.clear()  # the previous call's levels: freed now, before any of this call's values exist
+        levels = [self._levels(i, seed) if t is not None else None for i, t in enumerate(self.terms)]
+        _HELD.extend(x for x in levels if x is not None)
         args = write_inputs(buffers, [None if t is not None else v for v, t in zip(self.values, self.terms)])
-        return [self._scaled(i, seed, buf) if t is not None else a
-                for i, (buf, a, t) in enumerate(zip(buffers, args, self.terms))]
+        for i, (buf, t) in enumerate(zip(buffers, self.terms)):
+            if t is not None:
+                args[i] = torch.addcmul(t[0], t[1], levels[i], out=buf)
+        return args
+
+
+_HELD: list[torch.Tensor] = []
+"""The factor levels of the last `Perturbation.write`, kept alive until the next one (its docstring)."""
 
 
 def check_inputs(values: list[Any], seed: int) -> list[Any]:
