@@ -228,9 +228,10 @@ ATTACKS = [
     Attack("found_allocator_aten.py", task="builtin_scale", static_flags=("static:dispatch_bypass",),
            statuses=(CORRECT,), max_speedup=1.5),
     # The interpreter as the trigger (a pending call, found in libpython's table): MKL between the calls, located
-    # by libtorch's symbol table, and the candidate's own code polling there.
+    # by libtorch's symbol table, and the candidate's own code polling there (the rule `observer_between_calls`
+    # proves by default; 40 s here, the poll slowing every check the interpreter makes).
     Attack("found_pending_call_blas.py", task="builtin_scale", static_flags=("static:python_objects",),
-           flags=("dynamic:work_between_calls",)),
+           flags=("dynamic:work_between_calls",), slow=True),
     # MKL's sgemm_ found through dl_iterate_phdr and libtorch_cpu's symbol table: judged by which code ran.
     Attack("cpp_found_blas.py", task="linear", flags=("dynamic:library_compute",)),
     # The mappings the parent parses to attribute samples are the candidate's making: bounded reads.

@@ -7,7 +7,7 @@ and `forward` returns it when the buffer's identity and version match; every oth
 loop. Between the calls only a few instructions of the candidate's code run (under the rule on its own code
 between calls), the rest is MKL's: `correct` at several times the honest speed on L1/26_matrix_scalar_multiply.
 
-Defences: nothing is allocated or freed between a call's last input write and the call (`call_inputs.Perturbation.write`
+Defence: nothing is allocated or freed between a call's last input write and the call (`call_inputs.Perturbation.write`
 keeps the factor levels alive until the next write), so the deleter only ever sees inputs already used and
 `forward` runs its own loop; and MKL's samples between the calls, were they there, are `dynamic:work_between_calls`
 (`compute_code`: `found_pending_call_blas.py` reaches the same MKL through another trigger).
