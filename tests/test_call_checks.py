@@ -70,8 +70,8 @@ def test_check_and_timed_values_come_from_one_function():
 def test_nothing_is_allocated_or_freed_between_a_calls_last_write_and_the_call():
     """A freed temporary runs its deleter: a candidate that replaced the CPU allocator computed each timed call's
     answer there from the freshly written buffer (`tests/adversarial/found_allocator_aten.py`). The profiler's
-    memory events between each call's last input write (`addcmul` or `copy_`) and the call: none (12 of 12
-    calls had one before `Perturbation.write` kept its levels alive)."""
+    memory events (torch's allocators) between each call's last input write (`addcmul` or `copy_`) and the call:
+    none (12 of 12 calls had one before the levels' memory came from glibc, `call_inputs._Scratch`)."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     def forward(x, y, n):

@@ -4,6 +4,8 @@ and hidden check calls (DESIGN.md rules 4 and 8; the why of each is at its funct
 
 from __future__ import annotations
 
+import ctypes
+import os
 from typing import Any
 
 import numpy.random
@@ -13,6 +15,11 @@ _PCG64 = numpy.random.PCG64
 """Captured at import, before any candidate code (the worker imports this module first): a candidate that
 rebinds `numpy.random.PCG64` afterwards does not choose its own timed inputs; and imported here, since a
 sandboxed child may no longer map a new library once the candidate is loaded."""
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_MEMALIGN, _FREE = _LIBC.posix_memalign, _LIBC.free
+"""glibc's own allocation calls, captured at import like `_PCG64`: the CPU levels' memory (`_Scratch`)."""
+_FREE.argtypes = [ctypes.c_void_p]
 
 SCALE_RANGE = (0.5, 2.0)
 """Range of the per-element factors of timed and check inputs (`kernelbench.harness.child.timing`'s docstring)."""
@@ -99,10 +106,24 @@ class Perturbation:
         self.values = values
         self.terms = [(torch.mul(v, low), torch.mul(v, step)) if _is_scaled(v) else None for v in values]
 
-    def _levels(self, i: int, seed: int) -> torch.Tensor:
-        """Input `i`'s factor levels for `seed`, in its own dtype: a complex input's too, so the `addcmul` that
-        writes it has one dtype throughout and makes no cast copy of its own (`write`)."""
-        return _levels(self.terms[i][0], seed, i).to(dtype=self.terms[i][0].dtype)
+    def _levels(self, i: int, seed: int, scratch: "_Scratch | None" = None) -> torch.Tensor:
+        """Input `i`'s factor levels for `seed`, in its own dtype (a complex input's too, so the `addcmul` that
+        writes it has one dtype throughout and makes no cast copy of its own): in `scratch` where given (the CPU
+        write path), else in a tensor of torch's (a device's levels: in a buffer kept for input `i` of this
+        shape, `_LEVELS`; `fresh`'s: a temporary)."""
+        like = self.terms[i][0]
+        drawn = _levels(like, seed, i)
+        if scratch is not None:
+            out = scratch.tensor_like(like)
+        elif like.device.type != "cpu":
+            key = (i, tuple(like.shape), like.dtype, like.device)
+            out = _LEVELS.get(key)
+            if out is None:
+                out = _LEVELS[key] = torch.empty(like.shape, dtype=like.dtype, device=like.device)
+        else:
+            return drawn.to(dtype=like.dtype)
+        out.copy_(drawn)
+        return out
 
     def fresh(self, seed: int) -> list[Any]:
         """The values for `seed`, in fresh tensors (integer tensors cloned)."""
@@ -115,25 +136,62 @@ class Perturbation:
         floating ones by the `addcmul` that computes them, `out=` the buffer: its version counter rises by
         one, as a `copy_`'s does); returns the call's arguments.
 
-        Why every level first and none freed here: nothing may be allocated or freed between a call's last write
-        and the call. A freed temporary runs its deleter, and a candidate that replaced the CPU allocator (found
-        in libc10's symbol table, no import) had its deleter compute the call's answer from the freshly written
-        buffer with ATen's own multiply, between the calls where only the harness's kernels are expected:
-        `tests/adversarial/found_allocator_aten.py`, `correct` at 14.8x on L1/26 before. The levels of the last
-        write stay alive (`_HELD`) until the next write begins, when the buffers still hold the inputs already
-        used."""
-        _HELD.clear()  # the previous call's levels: freed now, before any of this call's values exist
-        levels = [self._levels(i, seed) if t is not None else None for i, t in enumerate(self.terms)]
-        _HELD.extend(x for x in levels if x is not None)
-        args = write_inputs(buffers, [None if t is not None else v for v, t in zip(self.values, self.terms)])
-        for i, (buf, t) in enumerate(zip(buffers, self.terms)):
-            if t is not None:
-                args[i] = torch.addcmul(t[0], t[1], levels[i], out=buf)
+        Why every input's levels first, and none of their memory torch's on the CPU: nothing a candidate can
+        hook may run between a call's last write and the call. A freed temporary runs its allocator's deleter,
+        and a candidate that replaced the CPU allocator (found in libc10's symbol table, no import) had its
+        deleter compute the call's answer from the freshly written buffer with ATen's own multiply, between the
+        calls where only the harness's kernels are expected: `tests/adversarial/found_allocator_aten.py`,
+        `correct` at 14.8x on L1/26 before, when the levels were a torch temporary freed right after the
+        `addcmul`. On the CPU the levels now live in memory from glibc itself (`_Scratch`), freed after the
+        writes by glibc's `free`, which no allocator of torch's sees; on a device, in kept buffers (`_LEVELS`).
+        Why still freed before the call on the CPU: the call's output then lands in the memory the `addcmul`
+        just read, as it did with the temporary; with the levels kept alive instead, the memory-bound speedup's
+        CV went from 1.7-2.3 % to 3.7-4.7 % (the bench's ReLU, 16 evaluations a side, interleaved)."""
+        scratch = _Scratch() if self.terms and any(t is not None and t[0].device.type == "cpu" for t in self.terms) else None
+        try:
+            levels = [self._levels(i, seed, scratch if t[0].device.type == "cpu" else None) if t is not None else None
+                      for i, t in enumerate(self.terms)]
+            args = write_inputs(buffers, [None if t is not None else v for v, t in zip(self.values, self.terms)])
+            for i, (buf, t) in enumerate(zip(buffers, self.terms)):
+                if t is not None:
+                    args[i] = torch.addcmul(t[0], t[1], levels[i], out=buf)
+            levels.clear()  # the only references to the scratch's tensors: gone before its memory is
+        finally:
+            if scratch is not None:
+                scratch.free()
         return args
 
 
-_HELD: list[torch.Tensor] = []
-"""The factor levels of the last `Perturbation.write`, kept alive until the next one (its docstring)."""
+class _Scratch:
+    """CPU memory for one write's levels from glibc's `posix_memalign` and `free` (captured at import), aligned
+    as c10's CPU allocator aligns a tensor of that size (a page from 2 MiB under `THP_MEM_ALLOC_ENABLE`, the
+    children's setting; else 64 bytes), so the call's output, allocated next, takes the same memory back.
+    Why not torch's allocator: see `Perturbation.write`."""
+
+    def __init__(self) -> None:
+        self.blocks: list[int] = []
+
+    def tensor_like(self, like: torch.Tensor) -> torch.Tensor:
+        nbytes = like.numel() * like.element_size()
+        thp = os.environ.get("THP_MEM_ALLOC_ENABLE") == "1" and nbytes >= 2 << 20
+        ptr = ctypes.c_void_p()
+        if _MEMALIGN(ctypes.byref(ptr), 4096 if thp else 64, max(nbytes, 1)) != 0 or not ptr.value:
+            raise MemoryError(f"posix_memalign of {nbytes} bytes for the timed inputs' levels failed")
+        self.blocks.append(ptr.value)
+        if nbytes == 0:
+            return torch.empty(like.shape, dtype=like.dtype)
+        memory = (ctypes.c_char * nbytes).from_address(ptr.value)
+        return torch.frombuffer(memory, dtype=like.dtype).view(like.shape)
+
+    def free(self) -> None:
+        for ptr in self.blocks:
+            _FREE(ptr)
+        self.blocks.clear()
+
+
+_LEVELS: dict[tuple[Any, ...], torch.Tensor] = {}
+"""A device's factor-level buffers by (input position, shape, dtype, device), kept for the process's life
+(`Perturbation._levels`): one per input of the timed shape, as large as that input."""
 
 
 def check_inputs(values: list[Any], seed: int) -> list[Any]:
