@@ -179,12 +179,31 @@ def harness_dirs() -> tuple[str, ...]:
     return tuple(dict.fromkeys(dirs))
 
 
+@functools.lru_cache(maxsize=1)
+def harness_files() -> frozenset[str]:
+    """Libraries outside `harness_dirs` whose code the harness's own work between calls runs: libffi, through
+    which `ctypes` calls glibc for the timed inputs' levels (`call_inputs._Scratch`: one or two samples per
+    evaluation landed there, four under load, and honest solutions were rejected). libffi only passes a call on;
+    what it calls is placed on its own (MKL reached through it is still a compute routine)."""
+    import _ctypes  # noqa: F401 (maps libffi into this process, as the children's import of call_inputs does)
+
+    found = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split(None, 5)
+            path = fields[5].strip() if len(fields) == 6 else ""
+            if os.path.basename(path).startswith("libffi.so"):
+                found.add(os.path.realpath(path))
+    return frozenset(found)
+
+
 def harness_object(path: str) -> bool:
-    """Whether a mapped file lies in one of `harness_dirs` (anonymous memory and "<...>" names never do)."""
+    """Whether a mapped file lies in one of `harness_dirs` or is one of `harness_files` (anonymous memory and
+    "<...>" names never are)."""
     if not path or path.startswith(("<", "[")):
         return False
     real = os.path.realpath(path)
-    return any(real.startswith(d + os.sep) for d in harness_dirs())
+    return real in harness_files() or any(real.startswith(d + os.sep) for d in harness_dirs())
 
 
 def symbol_table_present() -> bool:
