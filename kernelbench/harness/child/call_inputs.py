@@ -106,7 +106,7 @@ class Perturbation:
         self.values = values
         self.terms = [(torch.mul(v, low), torch.mul(v, step)) if _is_scaled(v) else None for v in values]
 
-    def _levels(self, i: int, seed: int, scratch: "_Scratch | None" = None) -> torch.Tensor:
+    def _factor_levels(self, i: int, seed: int, scratch: "_Scratch | None" = None) -> torch.Tensor:
         """Input `i`'s factor levels for `seed`, in its own dtype (a complex input's too, so the `addcmul` that
         writes it has one dtype throughout and makes no cast copy of its own): in `scratch` where given (the CPU
         write path), else in a tensor of torch's (a device's levels: in a buffer kept for input `i` of this
@@ -127,7 +127,7 @@ class Perturbation:
 
     def fresh(self, seed: int) -> list[Any]:
         """The values for `seed`, in fresh tensors (integer tensors cloned)."""
-        return [torch.addcmul(t[0], t[1], self._levels(i, seed)) if t is not None
+        return [torch.addcmul(t[0], t[1], self._factor_levels(i, seed)) if t is not None
                 else (v.clone() if isinstance(v, torch.Tensor) else v)
                 for i, (v, t) in enumerate(zip(self.values, self.terms))]
 
@@ -147,18 +147,17 @@ class Perturbation:
         Why still freed before the call on the CPU: the call's output then lands in the memory the `addcmul`
         just read, as it did with the temporary; with the levels kept alive instead, the memory-bound speedup's
         CV went from 1.7-2.3 % to 3.7-4.7 % (the bench's ReLU, 16 evaluations a side, interleaved)."""
-        scratch = _Scratch() if self.terms and any(t is not None and t[0].device.type == "cpu" for t in self.terms) else None
+        scratch = _Scratch()
         try:
-            levels = [self._levels(i, seed, scratch if t[0].device.type == "cpu" else None) if t is not None else None
-                      for i, t in enumerate(self.terms)]
+            levels = [self._factor_levels(i, seed, scratch if t[0].device.type == "cpu" else None) if t is not None
+                      else None for i, t in enumerate(self.terms)]
             args = write_inputs(buffers, [None if t is not None else v for v, t in zip(self.values, self.terms)])
             for i, (buf, t) in enumerate(zip(buffers, self.terms)):
                 if t is not None:
                     args[i] = torch.addcmul(t[0], t[1], levels[i], out=buf)
             levels.clear()  # the only references to the scratch's tensors: gone before its memory is
         finally:
-            if scratch is not None:
-                scratch.free()
+            scratch.free()
         return args
 
 
@@ -191,7 +190,7 @@ class _Scratch:
 
 _LEVELS: dict[tuple[Any, ...], torch.Tensor] = {}
 """A device's factor-level buffers by (input position, shape, dtype, device), kept for the process's life
-(`Perturbation._levels`): one per input of the timed shape, as large as that input."""
+(`Perturbation._factor_levels`): one per input of the timed shape, as large as that input."""
 
 
 def check_inputs(values: list[Any], seed: int) -> list[Any]:
