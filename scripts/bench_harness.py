@@ -180,6 +180,11 @@ def main() -> None:
                  for warm in (False, True)}
         ratio = rates[True] / rates[False]
         row(f"  group of {args.group}: warm workers and one group / fresh interpreters, each alone", f"{ratio:.2f}x")
+        # the floor again, for a member of a group: the reference's outputs (and, timed one side after the other,
+        # its timing) computed once for the group, so what is left per candidate is its run child and verdict
+        floor_rate = group_rate(floor_cfg, cand, args.group, "bench-group-floor")
+        notes.append(f"a group member's evaluation with the timing at its floor (the group's reference shared): "
+                     f"{60 / floor_rate:.2f} s = {60 / floor_rate / base:.2f}x import torch")
         if args.device == "cpu":  # not the default: timings take turns (slots.TimingLease), untimed work overlaps
             two = group_rate(cfg, cand, args.group, "bench-group", run_workers=2)
             if old_rate > 0:
