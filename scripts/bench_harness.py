@@ -182,7 +182,7 @@ def main() -> None:
         row(f"  group of {args.group}: warm workers and one group / fresh interpreters, each alone", f"{ratio:.2f}x")
         # the floor again, for a member of a group: the reference's outputs (and, timed one side after the other,
         # its timing) computed once for the group, so what is left per candidate is its run child and verdict
-        floor_rate = group_rate(floor_cfg, cand, args.group, "bench-group-floor")
+        floor_rate = group_rate(floor_cfg, cand, args.group, "bench-group-floor", label="timing at its floor")
         notes.append(f"a group member's evaluation with the timing at its floor (the group's reference shared): "
                      f"{60 / floor_rate:.2f} s = {60 / floor_rate / base:.2f}x import torch")
         if args.device == "cpu":  # not the default: timings take turns (slots.TimingLease), untimed work overlaps
@@ -251,7 +251,7 @@ def cli_evaluation(device: str, src: str, cache: str, warm: bool, n: int = 3) ->
     return statistics.median(times)
 
 
-def group_rate(cfg: EvalConfig, cand: str, n: int, group: str = "", run_workers: int = 1) -> float:
+def group_rate(cfg: EvalConfig, cand: str, n: int, group: str = "", run_workers: int = 1, label: str = "") -> float:
     """Evaluations per minute of `n` distinct honest candidates of one task through an `Evaluator` with its
     defaults (what a GRPO group of one task asks of the harness), their builds cached beforehand; `group`:
     submitted as one group (`Evaluator.submit(..., group=)`: one reference's inputs and outputs). Also prints
@@ -271,7 +271,7 @@ def group_rate(cfg: EvalConfig, cand: str, n: int, group: str = "", run_workers:
     speedups = [r.speedup for r in out]
     spread = statistics.pstdev(speedups) / statistics.fmean(speedups) if statistics.fmean(speedups) else float("nan")
     row(f"group of {n}, {'warm workers' if cfg.warm_workers else 'fresh interpreters'}{', one group' if group else ''}"
-        f"{f', {run_workers} run workers' if run_workers > 1 else ''}", f"{rate:.1f} /min",
+        f"{f', {run_workers} run workers' if run_workers > 1 else ''}{f', {label}' if label else ''}", f"{rate:.1f} /min",
         f"{t:.1f} s; statuses {statuses}; speedups CV {100 * spread:.1f} %")
     return rate
 
