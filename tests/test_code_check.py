@@ -370,6 +370,34 @@ def test_the_candidates_code_between_its_calls_is_rejected(tmp_path):
                                  code_sampler.DEFAULT_PERIOD_NS, {(7, 0x5000, 0x6000): "a" * 64}),
             windows, str(tmp_path), manifest)
         assert found.compute_outside == (10 if counted else 0), (path, found)
+        if counted:  # the rejection names where the samples fell
+            name = path or "<anonymous>"
+            assert found.compute_objects == ((name, 10),), found
+            assert f"({name} 10)" in code_attribution.judge_between(found)[code_attribution.BETWEEN_FLAG]
+
+
+def test_the_interpreters_extension_modules_are_the_harness_s_in_a_virtual_environment(tmp_path):
+    """In a virtual environment `sysconfig`'s `platstdlib` names the environment's prefix, which holds no
+    `lib-dynload`; the harness's `ctypes` calls between calls run in `_ctypes` from the base interpreter's, and
+    counting them as foreign code rejected about half of the honest evaluations there. `harness_dirs` must name
+    the folder this interpreter loads them from, in a real environment made here (this interpreter's packages
+    seen through `--system-site-packages`)."""
+    import venv
+
+    venv.EnvBuilder(system_site_packages=True, with_pip=False, symlinks=True).create(tmp_path / "env")
+    probe = textwrap.dedent("""
+        import importlib.util, os, sys
+        from kernelbench.harness import compute_code
+        assert sys.prefix != sys.base_prefix, "not a virtual environment"
+        ext = os.path.dirname(os.path.realpath(importlib.util.find_spec("_ctypes").origin))
+        assert ext in compute_code.harness_dirs(), (ext, compute_code.harness_dirs())
+        assert compute_code.harness_object(os.path.realpath(importlib.util.find_spec("_json").origin))
+        print("ok")
+    """)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([str(tmp_path / "env" / "bin" / "python"), "-c", probe], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=root), timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
 def _torch_cpu_symbol(pattern: str) -> tuple[str, int, int]:
@@ -408,7 +436,7 @@ def test_compute_routines_in_torch_are_located_by_its_symbol_table(tmp_path):
         hook = [(7, 7, 210 + i, at_gemm) for i in range(10)]
         harness = [(7, 7, 210 + i, at_copy) for i in range(10)]
         found = code_attribution.between_calls(_sampled_at(snap, inside + hook, offsets), windows, str(tmp_path), {})
-        assert found == code_attribution.BetweenCalls(0, 0, 10), (skip, found)
+        assert found == code_attribution.BetweenCalls(0, 0, 10, ((lib, 10),)), (skip, found)
         assert "compute routine" in code_attribution.judge_between(found)[code_attribution.BETWEEN_FLAG]
         quiet = code_attribution.between_calls(_sampled_at(snap, inside + harness, offsets), windows, str(tmp_path), {})
         assert code_attribution.judge_between(quiet) == {}, quiet

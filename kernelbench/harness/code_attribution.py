@@ -278,6 +278,8 @@ class BetweenCalls:
     compute_outside: int = 0
     """Outside every call window, in a compute routine linked into torch (MKL, oneDNN, a GEMM) or in foreign code
     the harness's own work never runs (any object outside `compute_code.harness_dirs`, anonymous memory)."""
+    compute_objects: tuple[tuple[str, int], ...] = ()
+    """The objects `compute_outside`'s samples fell in, most first (at most 4), as the rejection names them."""
 
 
 def between_calls(sampled: Sampled, windows_ns: list[tuple[int, int]], ext_dir: str,
@@ -301,11 +303,12 @@ def between_calls(sampled: Sampled, windows_ns: list[tuple[int, int]], ext_dir: 
     regions = _regions(sampled, first)
     compute = compute_code.Locator(sampled.offsets)
     outside = inside = gemm = 0
+    objects: collections.Counter = collections.Counter()
     for pid, _, t, ip in sampled.samples:
         if not first <= t <= last or pid not in regions:
             continue
         row = _where(regions, pid, ip)
-        kind, _ = _classify(row, pid, sampled, ext_dir, manifest)
+        kind, name = _classify(row, pid, sampled, ext_dir, manifest)
         within_call = _inside(starts, wins, t)
         if kind == "candidate":
             if within_call:
@@ -315,7 +318,14 @@ def between_calls(sampled: Sampled, windows_ns: list[tuple[int, int]], ext_dir: 
         elif kind == "foreign" and not within_call and (
                 row is None or not compute_code.harness_object(row[2]) or compute.is_compute(pid, row, ip)):
             gemm += 1
-    return BetweenCalls(outside, inside, gemm)
+            objects[_between_name(row, name)] += 1
+    return BetweenCalls(outside, inside, gemm, tuple(objects.most_common(4)))
+
+
+def _between_name(row: tuple[int, int, str] | None, name: str) -> str:
+    """A foreign sample's object as a rejection names it: the file's path (where it lies tells a copied library
+    from torch's), or `_classify`'s name for memory with no file."""
+    return row[2] if row is not None and row[2] and not row[2].startswith("<") else name
 
 
 def judge_between(found: BetweenCalls) -> dict[str, str]:
@@ -326,10 +336,11 @@ def judge_between(found: BetweenCalls) -> dict[str, str]:
                               f"(against {found.candidate_inside} inside them): a hook in torch's ops or allocator, "
                               "or a deleter, ran it during the harness's own work, where no timing sees it"}
     if found.compute_outside >= BETWEEN_MIN_SAMPLES:
+        where = ", ".join(f"{name} {n}" for name, n in found.compute_objects)
         return {BETWEEN_FLAG: f"{found.compute_outside} samples between the candidate's calls ran in a compute routine "
                               "linked into torch (MKL, oneDNN, a GEMM) or in code outside torch, numpy and the "
                               "interpreter, which the harness's own work there never runs: a hook ran it, where "
-                              "no timing sees it"}
+                              f"no timing sees it{f' ({where})' if where else ''}"}
     return {}
 
 

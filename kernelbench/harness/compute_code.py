@@ -30,7 +30,6 @@ import os
 import re
 import struct
 import subprocess
-import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -169,13 +168,21 @@ def ranges_for(path: str) -> ComputeRanges | None:
 def harness_dirs() -> tuple[str, ...]:
     """Folders whose native code the harness's own work between calls runs: torch's package (its `lib` and its
     Python bindings), numpy's (the input sets' generator, `_pcg64` and `_multiarray_umath`) and the
-    interpreter's extension modules (`lib-dynload`: `_struct`)."""
+    interpreter's extension modules (`lib-dynload`: `_struct`, `_ctypes`, `_json`).
+
+    The extension modules' folder is where this interpreter finds them, not `sysconfig`'s `platstdlib`: in a
+    virtual environment that names the environment's own prefix, which holds no `lib-dynload`, and the samples
+    the harness's `ctypes` calls leave in `_ctypes` between calls rejected 14 and 16 of 30 honest evaluations
+    there (two jobs at once), as `dynamic:work_between_calls`."""
     dirs = []
     for name in ("torch", "numpy"):
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.submodule_search_locations:
             dirs.extend(os.path.realpath(d) for d in spec.submodule_search_locations)
-    dirs.append(os.path.realpath(os.path.join(sysconfig.get_path("platstdlib"), "lib-dynload")))
+    for name in ("_struct", "_ctypes", "_json"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin and os.path.isfile(spec.origin):
+            dirs.append(os.path.dirname(os.path.realpath(spec.origin)))
     return tuple(dict.fromkeys(dirs))
 
 
