@@ -145,11 +145,9 @@ def main() -> None:
             f"{r.runtime_ms * r.conditions.timing_trials / 1e3:.3f} s; {r.status} / {r.speedup:.3f}x")
     warm_ratio = per_path[True][0] / base
     targets.append(("warm evaluation in a running evaluator / import torch", warm_ratio, "<= 0.5x", warm_ratio <= 0.5))
-    # What no timing setting removes: the same evaluation with the timing at its floor (one block a side of
-    # `min_timing_trials` calls, no hidden check calls, no profile): the children, the inputs, the correctness
-    # calls of every configuration, the checks of which code ran and the verdict. Above 0.5x, the warm
-    # evaluation's target cannot be met by any timing plan on this machine.
-    floor_cfg = replace(cfg, timing_trials=cfg.min_timing_trials, timing_rounds=0, timing_checks=0, profile="off")
+    # What no timing setting removes (`timing_floor`): above 0.5x, the warm evaluation's target cannot be met by
+    # any timing plan on this machine.
+    floor_cfg = timing_floor(cfg)
     floor_s, floor_r = warm_evaluation(floor_cfg, src)
     row("warm evaluation, timing at its floor: median of 3", f"{floor_s:.2f} s",
         f"{floor_s / base:.2f}x import torch; {floor_r.status}")
@@ -217,12 +215,19 @@ def warm_evaluation(cfg: EvalConfig, src: str, n: int = 3, task: Task = TASK) ->
     return statistics.median(times), runs[-1][1]
 
 
+def timing_floor(cfg: EvalConfig) -> EvalConfig:
+    """`cfg` with the timing at its floor: one block a side of `min_timing_trials` calls, no hidden check calls, no
+    profile. What is left is what any timing plan keeps: the children, the inputs, the correctness calls of every
+    configuration, the checks of which code ran and the verdict."""
+    return replace(cfg, timing_trials=cfg.min_timing_trials, timing_rounds=0, timing_checks=0, profile="off")
+
+
 def task_evaluations(cfg: EvalConfig, ids: list[str]) -> None:
     """Warm evaluations of built-in tasks at their CPU size (their reference solutions, built first), with the
     default timing and with the timing at its floor, against `import torch`: what the benchmark's ReLU stands for."""
     base = torch_import_s()
     row("python -c 'import torch' (baseline)", f"{base:.2f} s")
-    floor_cfg = replace(cfg, timing_trials=cfg.min_timing_trials, timing_rounds=0, timing_checks=0, profile="off")
+    floor_cfg = timing_floor(cfg)
     for task_id in ids:
         path = ROOT / "kernelbench" / "tasks" / "solutions" / "cpu" / f"{task_id}.py"
         if not path.is_file():
